@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Kernel Connection Multiplexor: /proc/net/kcm.
+ *
+ * One file per network namespace, in the format upstream Linux uses: a
+ * title with the number of multiplexors, a header, then for every mux a
+ * "mux" line followed by one "kcm-<index>" line per KCM socket.
+ */
+
+#include <linux/proc_fs.h>
+#include <linux/seq_file.h>
+#include <net/net_namespace.h>
+#include <net/kcm.h>
+
+/* Context: seq_file start, takes the namespace lock until kcm_seq_stop(). */
+static void *kcm_seq_start(struct seq_file *seq, loff_t *pos)
+{
+	struct kcm_net *knet = kcm_net(seq_file_net(seq));
+
+	mutex_lock(&knet->lock);
+	if (!*pos)
+		return SEQ_START_TOKEN;
+
+	return seq_list_start(&knet->muxes, *pos - 1);
+}
+
+/* Context: seq_file next, the namespace lock is held. */
+static void *kcm_seq_next(struct seq_file *seq, void *v, loff_t *pos)
+{
+	struct kcm_net *knet = kcm_net(seq_file_net(seq));
+
+	lockdep_assert_held(&knet->lock);
+	if (v == SEQ_START_TOKEN) {
+		++*pos;
+		return seq_list_start(&knet->muxes, 0);
+	}
+
+	return seq_list_next(v, &knet->muxes, pos);
+}
+
+/* Context: seq_file stop, drops the namespace lock. */
+static void kcm_seq_stop(struct seq_file *seq, void *v)
+{
+	struct kcm_net *knet = kcm_net(seq_file_net(seq));
+
+	mutex_unlock(&knet->lock);
+}
+
+static void kcm_seq_header(struct seq_file *seq, struct kcm_net *knet)
+{
+	seq_printf(seq, "*** KCM statistics (%u MUX) ****\n", knet->count);
+	seq_printf(seq, "%-14s %-10s %-16s %-10s %-16s %-8s %-8s %-8s %-8s %s\n",
+		   "Object", "RX-Msgs", "RX-Bytes", "TX-Msgs", "TX-Bytes",
+		   "Recv-Q", "Rmem", "Send-Q", "Smem", "Status");
+}
+
+/* Context: the mux lock is held. */
+static void __kcm_seq_sock(struct seq_file *seq, struct kcm_sock *kcm)
+{
+	struct sock *sk = &kcm->sk;
+
+	lockdep_assert_held(&kcm->mux->lock);
+	seq_printf(seq, "   kcm-%-7u %-10llu %-16llu %-10llu %-16llu %-8u %-8d %-8u %-8d %s\n",
+		   kcm->index,
+		   READ_ONCE(kcm->stats.rx_msgs),
+		   READ_ONCE(kcm->stats.rx_bytes),
+		   READ_ONCE(kcm->stats.tx_msgs),
+		   READ_ONCE(kcm->stats.tx_bytes),
+		   skb_queue_len_lockless(&sk->sk_receive_queue),
+		   sk_rmem_alloc_get(sk),
+		   skb_queue_len_lockless(&sk->sk_write_queue),
+		   sk_wmem_alloc_get(sk),
+		   READ_ONCE(kcm->rx_disabled) ? "" : "RxWait ");
+}
+
+/* Context: the namespace lock is held; takes the mux lock. */
+static void kcm_seq_mux(struct seq_file *seq, struct kcm_mux *mux)
+{
+	struct kcm_msg_stats tot;
+	struct kcm_sock *kcm;
+
+	spin_lock_bh(&mux->lock);
+	tot = mux->stats;
+	list_for_each_entry(kcm, &mux->socks, mux_node) {
+		tot.rx_msgs += READ_ONCE(kcm->stats.rx_msgs);
+		tot.rx_bytes += READ_ONCE(kcm->stats.rx_bytes);
+		tot.tx_msgs += READ_ONCE(kcm->stats.tx_msgs);
+		tot.tx_bytes += READ_ONCE(kcm->stats.tx_bytes);
+	}
+	seq_printf(seq, "%-14s %-10llu %-16llu %-10llu %-16llu %-8s %-8s %-8s %-8s KCMs: %u, Psocks %u\n",
+		   "mux", tot.rx_msgs, tot.rx_bytes, tot.tx_msgs, tot.tx_bytes,
+		   "-", "-", "-", "-", mux->nsocks, 0);
+	list_for_each_entry(kcm, &mux->socks, mux_node)
+		__kcm_seq_sock(seq, kcm);
+	spin_unlock_bh(&mux->lock);
+}
+
+/* Context: seq_file show, the namespace lock is held. */
+static int kcm_seq_show(struct seq_file *seq, void *v)
+{
+	struct kcm_net *knet = kcm_net(seq_file_net(seq));
+
+	lockdep_assert_held(&knet->lock);
+	if (v == SEQ_START_TOKEN)
+		kcm_seq_header(seq, knet);
+	else
+		kcm_seq_mux(seq, list_entry(v, struct kcm_mux, net_node));
+
+	return 0;
+}
+
+static const struct seq_operations kcm_seq_ops = {
+	.start = kcm_seq_start,
+	.next = kcm_seq_next,
+	.stop = kcm_seq_stop,
+	.show = kcm_seq_show,
+};
+
+/**
+ * kcm_proc_init_net() - create /proc/net/kcm in a namespace
+ * @net: the new namespace
+ *
+ * Context: process context (pernet init).
+ * Return: 0 or -ENOMEM.
+ */
+int kcm_proc_init_net(struct net *net)
+{
+	if (!proc_create_net("kcm", 0444, net->proc_net, &kcm_seq_ops,
+			     sizeof(struct seq_net_private)))
+		return -ENOMEM;
+
+	return 0;
+}
+
+/**
+ * kcm_proc_exit_net() - remove the /proc files of a namespace
+ * @net: the namespace going away
+ *
+ * Context: process context (pernet exit).
+ */
+void kcm_proc_exit_net(struct net *net)
+{
+	remove_proc_entry("kcm", net->proc_net);
+}

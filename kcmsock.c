@@ -1,0 +1,362 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Kernel Connection Multiplexor (AF_KCM): the address family, its socket
+ * operations and the module.
+ *
+ * Implementation notes
+ * ====================
+ *
+ * Objects
+ * -------
+ * struct kcm_net (one per network namespace, net_generic()) lists the
+ * namespace's multiplexors.
+ *
+ * struct kcm_mux ties a set of KCM sockets to a set of attached TCP
+ * sockets.  It is created together with the KCM socket that socket(2)
+ * returns, gains members through SIOCKCMCLONE and is freed when its last
+ * KCM socket is released.
+ *
+ * struct kcm_sock is the socket an application reads and writes whole
+ * messages on.  It belongs to exactly one mux for its whole visible life.
+ *
+ * References
+ * ----------
+ * A mux holds no reference count of its own: its KCM sockets keep it alive
+ * and the one that leaves last frees it (kcm_mux_del_sock()).  Code that
+ * reaches a mux through a KCM socket it holds (an open file during a
+ * syscall) can use it without further references.  /proc reaches muxes
+ * through the namespace list under kcm_net.lock, which the freeing path
+ * also takes before it unlinks the mux.  Every KCM socket holds a
+ * reference on its namespace (sk_alloc()), so a namespace never goes away
+ * with a mux on its list.
+ *
+ * A clone is made with __sock_create() so that the LSM socket creation
+ * hooks see the calling task, exactly as for socket(2).  That creates a
+ * socket with a mux of its own; before the new socket gets a file it is
+ * moved to the mux of the socket that was cloned and the spare mux is
+ * freed.
+ *
+ * Lock order
+ * ----------
+ *   kcm_net.lock (mutex)  ->  kcm_mux.lock (spinlock, BH disabled)
+ *
+ * lock_sock() of a KCM socket protects its own options; it is never taken
+ * with either of the locks above held.
+ *
+ * Contexts
+ * --------
+ * Everything in this release runs in process context: socket creation,
+ * ioctl, setsockopt, release and /proc.  The mux lock disables bottom
+ * halves already because the data path will take it from softirq.
+ */
+
+#include <linux/compat.h>
+#include <linux/file.h>
+#include <linux/module.h>
+#include <linux/net.h>
+#include <linux/poll.h>
+#include <linux/socket.h>
+#include <linux/uaccess.h>
+#include <net/sock.h>
+#include <net/kcm.h>
+
+static struct proto kcm_proto = {
+	.name = "KCM",
+	.owner = THIS_MODULE,
+	.obj_size = sizeof(struct kcm_sock),
+};
+
+static const struct proto_ops kcm_ops;
+
+/* Context: process context; the socket is not visible to user space yet. */
+static int kcm_sock_init(struct net *net, struct socket *sock, int kern)
+{
+	struct kcm_mux *mux;
+	struct sock *sk;
+
+	mux = kcm_mux_alloc(net);
+	if (!mux)
+		return -ENOMEM;
+
+	sk = sk_alloc(net, PF_KCM, GFP_KERNEL, &kcm_proto, kern);
+	if (!sk) {
+		kcm_mux_free(mux);
+		return -ENOMEM;
+	}
+
+	sock->ops = &kcm_ops;
+	sock_init_data(sock, sk);
+	kcm_mux_add_sock(mux, kcm_sk(sk));
+	kcm_mux_publish(mux);
+	return 0;
+}
+
+/* Context: process context (socket(2) and clones). */
+static int kcm_create(struct net *net, struct socket *sock, int protocol,
+		      int kern)
+{
+	if (sock->type != SOCK_DGRAM && sock->type != SOCK_SEQPACKET)
+		return -ESOCKTNOSUPPORT;
+
+	if (protocol != KCMPROTO_CONNECTED)
+		return -EPROTONOSUPPORT;
+
+	return kcm_sock_init(net, sock, kern);
+}
+
+/* Context: process context, called once when the file is closed. */
+static int kcm_release(struct socket *sock)
+{
+	struct sock *sk = sock->sk;
+
+	if (!sk)
+		return 0;
+
+	sock_orphan(sk);
+	kcm_mux_del_sock(kcm_sk(sk));
+
+	lock_sock(sk);
+	__skb_queue_purge(&sk->sk_receive_queue);
+	__skb_queue_purge(&sk->sk_write_queue);
+	release_sock(sk);
+
+	sock->sk = NULL;
+	sock_put(sk);
+	return 0;
+}
+
+/* Context: process context; @newsock is not visible to user space. */
+static void kcm_sock_move(struct socket *newsock, struct kcm_mux *mux)
+{
+	struct kcm_sock *kcm = kcm_sk(newsock->sk);
+
+	kcm_mux_del_sock(kcm);
+	kcm_mux_add_sock(mux, kcm);
+}
+
+/**
+ * kcm_clone() - create a new KCM socket on the mux of an existing one
+ * @sock: a KCM socket the caller holds open
+ * @flags: O_CLOEXEC and O_NONBLOCK for the new file
+ *
+ * The new socket goes through __sock_create(), so every LSM socket hook
+ * runs for the calling task as it does for socket(2).
+ *
+ * Context: process context, may sleep.
+ * Return: the new socket's file, or an ERR_PTR().
+ */
+static struct file *kcm_clone(struct socket *sock, int flags)
+{
+	struct sock *sk = sock->sk;
+	struct socket *newsock;
+	int err;
+
+	err = __sock_create(sock_net(sk), PF_KCM, sock->type,
+			    KCMPROTO_CONNECTED, &newsock, 0);
+	if (err)
+		return ERR_PTR(err);
+
+	kcm_sock_move(newsock, kcm_sk(sk)->mux);
+	/* On failure sock_alloc_file() releases newsock. */
+	return sock_alloc_file(newsock, flags, NULL);
+}
+
+/* Context: process context (ioctl). */
+static int kcm_ioctl_clone(struct socket *sock, struct kcm_clone __user *arg)
+{
+	struct kcm_clone info = {};
+	struct file *file;
+	int fd;
+
+	fd = get_unused_fd_flags(0);
+	if (fd < 0)
+		return fd;
+
+	file = kcm_clone(sock, 0);
+	if (IS_ERR(file)) {
+		put_unused_fd(fd);
+		return PTR_ERR(file);
+	}
+
+	info.fd = fd;
+	if (copy_to_user(arg, &info, sizeof(info))) {
+		fput(file);
+		put_unused_fd(fd);
+		return -EFAULT;
+	}
+
+	fd_install(fd, file);
+	return 0;
+}
+
+/* Context: process context (ioctl). */
+static int kcm_ioctl(struct socket *sock, unsigned int cmd, unsigned long arg)
+{
+	switch (cmd) {
+	case SIOCKCMCLONE:
+		return kcm_ioctl_clone(sock, (void __user *)arg);
+	case SIOCKCMATTACH:
+	case SIOCKCMUNATTACH:
+		/* The data path is not part of this release yet. */
+		return -EOPNOTSUPP;
+	default:
+		return -ENOIOCTLCMD;
+	}
+}
+
+#ifdef CONFIG_COMPAT
+/* Context: process context (32-bit ioctl); the arguments hold only ints. */
+static int kcm_compat_ioctl(struct socket *sock, unsigned int cmd,
+			    unsigned long arg)
+{
+	return kcm_ioctl(sock, cmd, (unsigned long)compat_ptr(arg));
+}
+#endif
+
+/* Context: process context; takes lock_sock(). */
+static int kcm_setsockopt(struct socket *sock, int level, int optname,
+			  sockptr_t optval, unsigned int optlen)
+{
+	struct kcm_sock *kcm = kcm_sk(sock->sk);
+	int val;
+
+	if (level != SOL_KCM)
+		return -ENOPROTOOPT;
+
+	if (optname != KCM_RECV_DISABLE)
+		return -ENOPROTOOPT;
+
+	if (optlen < sizeof(int))
+		return -EINVAL;
+
+	if (copy_from_sockptr(&val, optval, sizeof(int)))
+		return -EFAULT;
+
+	lock_sock(&kcm->sk);
+	WRITE_ONCE(kcm->rx_disabled, !!val);
+	release_sock(&kcm->sk);
+	return 0;
+}
+
+/* Context: process context; reads the option locklessly. */
+static int kcm_getsockopt(struct socket *sock, int level, int optname,
+			  char __user *optval, int __user *optlen)
+{
+	struct kcm_sock *kcm = kcm_sk(sock->sk);
+	int val, len;
+
+	if (level != SOL_KCM)
+		return -ENOPROTOOPT;
+
+	if (optname != KCM_RECV_DISABLE)
+		return -ENOPROTOOPT;
+
+	if (get_user(len, optlen))
+		return -EFAULT;
+
+	if (len < 0)
+		return -EINVAL;
+
+	len = min_t(int, len, sizeof(int));
+	val = READ_ONCE(kcm->rx_disabled);
+	if (put_user(len, optlen) || copy_to_user(optval, &val, len))
+		return -EFAULT;
+
+	return 0;
+}
+
+/* Context: process context.  No data path yet: nothing to send. */
+static int kcm_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
+{
+	return -EOPNOTSUPP;
+}
+
+/* Context: process context.  No data path yet: nothing to receive. */
+static int kcm_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
+		       int flags)
+{
+	return -EOPNOTSUPP;
+}
+
+/* Context: process context (poll/select/epoll). */
+static __poll_t kcm_poll(struct file *file, struct socket *sock,
+			 poll_table *wait)
+{
+	struct sock *sk = sock->sk;
+	__poll_t mask = 0;
+
+	sock_poll_wait(file, sock, wait);
+	if (READ_ONCE(sk->sk_err))
+		mask |= EPOLLERR;
+
+	return mask;
+}
+
+static const struct proto_ops kcm_ops = {
+	.family = PF_KCM,
+	.owner = THIS_MODULE,
+	.release = kcm_release,
+	.bind = sock_no_bind,
+	.connect = sock_no_connect,
+	.socketpair = sock_no_socketpair,
+	.accept = sock_no_accept,
+	.getname = sock_no_getname,
+	.poll = kcm_poll,
+	.ioctl = kcm_ioctl,
+#ifdef CONFIG_COMPAT
+	.compat_ioctl = kcm_compat_ioctl,
+#endif
+	.listen = sock_no_listen,
+	.shutdown = sock_no_shutdown,
+	.setsockopt = kcm_setsockopt,
+	.getsockopt = kcm_getsockopt,
+	.sendmsg = kcm_sendmsg,
+	.recvmsg = kcm_recvmsg,
+	.mmap = sock_no_mmap,
+	.sendpage = sock_no_sendpage,
+};
+
+static const struct net_proto_family kcm_family_ops = {
+	.family = PF_KCM,
+	.create = kcm_create,
+	.owner = THIS_MODULE,
+};
+
+static int __init kcm_init(void)
+{
+	int err;
+
+	err = proto_register(&kcm_proto, 1);
+	if (err)
+		return err;
+
+	err = kcm_net_register();
+	if (err)
+		goto out_proto;
+
+	err = sock_register(&kcm_family_ops);
+	if (err)
+		goto out_net;
+
+	return 0;
+
+out_net:
+	kcm_net_unregister();
+out_proto:
+	proto_unregister(&kcm_proto);
+	return err;
+}
+
+static void __exit kcm_exit(void)
+{
+	sock_unregister(PF_KCM);
+	kcm_net_unregister();
+	proto_unregister(&kcm_proto);
+}
+
+module_init(kcm_init);
+module_exit(kcm_exit);
+
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("Kernel Connection Multiplexor sockets (AF_KCM)");
+MODULE_ALIAS_NETPROTO(PF_KCM);
