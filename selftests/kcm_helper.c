@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Helper for the shell selftests.
+ *
+ *   kcm_helper probe        socket(AF_KCM): exit 0, or print the errno and
+ *                           exit 1
+ *   kcm_helper hold         make a mux with a clone, print "ready", then
+ *                           wait for a signal with both sockets open
+ *   kcm_helper netns-hold   in a new network namespace, make and close a
+ *                           mux, print "ready", then wait for a signal
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kcm_lib.h"
+
+struct kcm_test kcm_tests[KCM_TEST_MAX];
+int kcm_ntests;
+int kcm_test_failed;
+
+static int probe(void)
+{
+	int fd = kcm_socket(SOCK_DGRAM);
+
+	if (fd < 0) {
+		printf("errno %d (%s)\n", errno, strerror(errno));
+		return 1;
+	}
+	close(fd);
+	return 0;
+}
+
+static int hold(int netns)
+{
+	int fd, c;
+
+	if (netns && unshare(CLONE_NEWNET) < 0) {
+		perror("unshare");
+		return 1;
+	}
+	fd = kcm_socket(SOCK_DGRAM);
+	if (fd < 0) {
+		perror("socket");
+		return 1;
+	}
+	c = kcm_clone_fd(fd);
+	if (c < 0) {
+		perror("clone");
+		return 1;
+	}
+	if (netns) {
+		close(c);
+		close(fd);
+	}
+	printf("ready\n");
+	fflush(stdout);
+	pause();
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 2 && !strcmp(argv[1], "probe"))
+		return probe();
+	if (argc == 2 && !strcmp(argv[1], "hold"))
+		return hold(0);
+	if (argc == 2 && !strcmp(argv[1], "netns-hold"))
+		return hold(1);
+	fprintf(stderr, "usage: %s probe|hold|netns-hold\n", argv[0]);
+	return 2;
+}
