@@ -69,7 +69,8 @@ static struct proto kcm_proto = {
 static const struct proto_ops kcm_ops;
 
 /* Context: process context; the socket is not visible to user space yet. */
-static int kcm_sock_init(struct net *net, struct socket *sock, int kern)
+static int kcm_sock_init(struct net *net, struct socket *sock, int protocol,
+			 int kern)
 {
 	struct kcm_mux *mux;
 	struct sock *sk;
@@ -86,6 +87,7 @@ static int kcm_sock_init(struct net *net, struct socket *sock, int kern)
 
 	sock->ops = &kcm_ops;
 	sock_init_data(sock, sk);
+	sk->sk_protocol = protocol;
 	kcm_mux_add_sock(mux, kcm_sk(sk));
 	kcm_mux_publish(mux);
 	return 0;
@@ -101,7 +103,7 @@ static int kcm_create(struct net *net, struct socket *sock, int protocol,
 	if (protocol != KCMPROTO_CONNECTED)
 		return -EPROTONOSUPPORT;
 
-	return kcm_sock_init(net, sock, kern);
+	return kcm_sock_init(net, sock, protocol, kern);
 }
 
 /* Context: process context, called once when the file is closed. */
