@@ -31,6 +31,10 @@
 #define KSFT_FAIL	1
 #define KSFT_SKIP	4
 
+#ifndef ARRAY_SIZE
+#define ARRAY_SIZE(a)		(sizeof(a) / sizeof((a)[0]))
+#endif
+
 #define KCM_TEST_MAX		256
 #define KCM_TEST_TIMEOUT	60
 
