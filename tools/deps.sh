@@ -1,0 +1,59 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# deps.sh install   apt-get install everything the build, the VM tests and
+#                   the lint need
+# deps.sh ensure    install what is missing when we can (root with
+#                   apt-get); otherwise say exactly what to install
+set -euo pipefail
+
+PKGS=(
+	build-essential libc6-dev linux-libc-dev bc kmod cpio gzip xz-utils
+	linux-headers-amd64 linux-image-amd64
+	qemu-system-x86 busybox-static
+	sparse shellcheck linux-source-6.1 perl python3
+)
+
+missing() {
+	local p
+	for p in "${PKGS[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
+			grep -q 'install ok installed' || echo "$p"
+	done
+}
+
+install() {
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+can_install() {
+	[ "$(id -u)" = 0 ] && command -v apt-get >/dev/null
+}
+
+case "${1:-ensure}" in
+install)
+	install "${PKGS[@]}"
+	;;
+ensure)
+	command -v dpkg-query >/dev/null || {
+		echo "deps: not a Debian/Ubuntu system; install the equivalents of: ${PKGS[*]}" >&2
+		exit 1
+	}
+	mapfile -t need < <(missing)
+	[ "${#need[@]}" = 0 ] && exit 0
+	if can_install; then
+		echo "deps: installing ${need[*]}" >&2
+		install "${need[@]}"
+	else
+		echo "deps: missing packages: ${need[*]}" >&2
+		echo "deps: run as root: apt-get install ${need[*]}  (or: sudo make deps)" >&2
+		exit 1
+	fi
+	;;
+*)
+	echo "usage: $0 install|ensure" >&2
+	exit 2
+	;;
+esac

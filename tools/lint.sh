@@ -1,0 +1,105 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# The checks a netdev maintainer runs on a patch, over the whole tree:
+# checkpatch.pl --strict (from the distro's linux-source), a W=1 build with
+# sparse (C=2), kernel-doc -none and shellcheck.  Prints one line per check
+# and fails if any of them says anything.
+#
+#   lint.sh [--kdir DIR]
+set -uo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+kdir=$(find /lib/modules/*/build -maxdepth 0 2>/dev/null | sort -V | tail -n 1)
+cache=${KCM_CACHE:-${HOME:-/tmp}/.cache/kcm}
+src_tar=$(find /usr/src -maxdepth 1 -name 'linux-source-*.tar.xz' | sort -V | tail -n 1)
+
+while [ $# -gt 0 ]; do
+	case $1 in
+	--kdir) kdir=$2; shift 2 ;;
+	*) echo "usage: $0 [--kdir DIR]" >&2; exit 2 ;;
+	esac
+done
+
+cd "$top" || exit 1
+failed=0
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+
+report() {
+	local name=$1 rc=$2
+	if [ "$rc" = 0 ] && [ ! -s "$out" ]; then
+		echo "ok - lint: $name"
+	else
+		echo "not ok - lint: $name"
+		sed 's/^/#   /' "$out"
+		failed=$((failed + 1))
+	fi
+}
+
+skip() {
+	echo "ok - lint: $1 # SKIP $2"
+}
+
+# checkpatch.pl and its data files, unpacked once from linux-source.
+checkpatch() {
+	local dir base
+	[ -n "$src_tar" ] || return 1
+	base=$(basename "$src_tar" .tar.xz)
+	dir=$cache/$base-lint
+	if [ ! -x "$dir/$base/scripts/checkpatch.pl" ]; then
+		mkdir -p "$dir" &&
+			tar -C "$dir" -xJf "$src_tar" "$base/scripts/checkpatch.pl" \
+				"$base/scripts/spelling.txt" \
+				"$base/scripts/const_structs.checkpatch" || return 1
+	fi
+	echo "$dir/$base/scripts/checkpatch.pl"
+}
+
+mapfile -t kernel_c < <(git ls-files '*.c' '*.h' | grep -v -e '^selftests/' -e '^tools/')
+mapfile -t user_c < <(git ls-files 'selftests/*.c' 'selftests/*.h' 'tools/*.c' 'tools/*.h')
+mapfile -t shells < <(git ls-files '*.sh' '.ci/run' 'tools/testing/vm/guest-init')
+
+# 1. checkpatch --strict on the kernel code, the tools and the tests
+# checkpatch asks git about the tree even with --no-tree
+git_noise='^fatal: \|^total: '
+if cp=$(checkpatch); then
+	"$cp" --strict --no-tree --terse --show-types --quiet --no-summary -f \
+		"${kernel_c[@]}" Kconfig 2>&1 | grep -v "$git_noise" >"$out"
+	report "checkpatch --strict (kernel)" "${PIPESTATUS[0]}"
+	# User space: kernel style, but printf-style TAP macros and plain C
+	# library calls are expected there.
+	"$cp" --strict --no-tree --terse --show-types --quiet --no-summary \
+		--ignore MACRO_ARG_REUSE,COMPLEX_MACRO,MACRO_WITH_FLOW_CONTROL,PREFER_DEFINED_ATTRIBUTE_MACRO,NEW_TYPEDEFS \
+		-f "${user_c[@]}" 2>&1 | grep -v "$git_noise" >"$out"
+	report "checkpatch --strict (tools, selftests)" "${PIPESTATUS[0]}"
+else
+	echo "not ok - lint: checkpatch.pl not found: apt-get install linux-source-6.1"
+	failed=$((failed + 1))
+fi
+
+# 2. W=1 build with sparse over every file
+if command -v sparse >/dev/null; then
+	sparse_flag=C=2
+else
+	sparse_flag=
+	skip sparse "sparse not installed (apt-get install sparse)"
+fi
+make -C "$kdir" M="$top" W=1 $sparse_flag modules 2>&1 |
+	grep -E 'warning:|error:' >"$out"
+report "W=1 $sparse_flag build" 0
+
+# 3. kernel-doc
+"$kdir/scripts/kernel-doc" -none "${kernel_c[@]}" >"$out" 2>&1
+report "kernel-doc -none" $?
+
+# 4. shellcheck
+if command -v shellcheck >/dev/null; then
+	shellcheck -x "${shells[@]}" >"$out" 2>&1
+	report shellcheck $?
+else
+	echo "not ok - lint: shellcheck not installed (apt-get install shellcheck)"
+	failed=$((failed + 1))
+fi
+
+[ "$failed" = 0 ]

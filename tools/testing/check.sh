@@ -1,0 +1,94 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# make check: the lint gate (for our module), then one VM boot runs the
+# whole selftest suite against a module, then the TAP is counted.  Ends with "N passed, N failed, N skipped".
+#
+#   check.sh --module KO [--module-kind ours|distro|path] [--kver VER]
+#            [--timeout SECS]
+#
+# "not ok ... # TODO" lines are behaviours where the module under test
+# (the distro's kcm.ko) is recorded to differ from ours: counted as passed
+# and listed separately.
+set -uo pipefail
+
+top=$(cd "$(dirname "$0")/../.." && pwd)
+build=$top/.build
+module=
+kind=ours
+kver=
+timeout=900
+
+while [ $# -gt 0 ]; do
+	case $1 in
+	--module) module=$2; shift 2 ;;
+	--module-kind) kind=$2; shift 2 ;;
+	--kver) kver=$2; shift 2 ;;
+	--timeout) timeout=$2; shift 2 ;;
+	*) echo "usage: $0 --module KO [--module-kind K] [--kver V] [--timeout S]" >&2; exit 2 ;;
+	esac
+done
+
+summary() {
+	echo "$1 passed, $2 failed, $3 skipped"
+}
+
+if [ ! -f "$module" ]; then
+	echo "check: no module at '$module'" >&2
+	summary 0 1 0
+	exit 1
+fi
+
+payload=$build/payload
+rm -rf "$payload"
+mkdir -p "$payload"
+if ! make -s -C "$top/selftests" install INSTALL_PATH="$payload/selftests" >/dev/null ||
+   ! cp "$top/tools/kcm_demo" "$payload/"; then
+	echo "check: could not stage the selftests" >&2
+	summary 0 1 0
+	exit 1
+fi
+
+log=$build/check.log
+: >"$log"
+
+# The lint gate is part of the check of our own module.
+if [ "$kind" = ours ] && [ -z "${KCM_SKIP_LINT:-}" ]; then
+	echo "# lint"
+	"$top/tools/lint.sh" | tee -a "$log"
+fi
+
+# The VM rig's own kernel-log patterns, on sample lines (host side).
+echo "# vm rig: kernel log patterns"
+"$top/tools/testing/vm/test-scan.sh" | tee -a "$log"
+
+vm_args=(--module "$module" --payload "$payload" --timeout "$timeout"
+	 --run "selftests/run_tests.sh" --env "KCM_MODULE=$kind"
+	 --out "$build/vm")
+[ -n "$kver" ] && vm_args+=(--kernel-version "$kver")
+
+echo "# kcm check: module $kind ($module)${kver:+, kernel $kver}"
+"$top/tools/testing/vm/vm.sh" "${vm_args[@]}" | tee -a "$log"
+rc=${PIPESTATUS[0]}
+
+# Count TAP results: "ok", "ok # SKIP", "not ok # TODO", "not ok".
+read -r pass fail skip todo < <(awk '
+	/^ok / && / # SKIP/ { skip++; next }
+	/^ok / { pass++; next }
+	/^not ok / && / # TODO/ { todo++; next }
+	/^not ok / { fail++ }
+	END { printf "%d %d %d %d\n", pass, fail, skip, todo }' "$log")
+
+if [ "$rc" != 0 ] && [ "$fail" = 0 ]; then
+	echo "# the VM run failed (exit $rc) without a failing test line"
+	fail=1
+fi
+if [ $((pass + todo)) = 0 ]; then
+	echo "# no test ran"
+	fail=$((fail + 1))
+fi
+if [ "$todo" != 0 ]; then
+	echo "# $todo result(s) are recorded differences of the $kind module (TODO lines above), counted as passed"
+fi
+summary $((pass + todo)) "$fail" "$skip"
+[ "$fail" = 0 ]
