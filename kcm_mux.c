@@ -34,6 +34,10 @@ struct kcm_mux *kcm_mux_alloc(struct net *net)
 	INIT_LIST_HEAD(&mux->net_node);
 	spin_lock_init(&mux->lock);
 	INIT_LIST_HEAD(&mux->socks);
+	INIT_LIST_HEAD(&mux->rx_ready);
+	skb_queue_head_init(&mux->rx_hold);
+	INIT_LIST_HEAD(&mux->psocks);
+	mutex_init(&mux->psock_mutex);
 	return mux;
 }
 
@@ -46,6 +50,7 @@ struct kcm_mux *kcm_mux_alloc(struct net *net)
 void kcm_mux_free(struct kcm_mux *mux)
 {
 	WARN_ON_ONCE(mux->nsocks);
+	mutex_destroy(&mux->psock_mutex);
 	kfree(mux);
 }
 
@@ -70,6 +75,9 @@ static void kcm_mux_destroy(struct kcm_mux *mux)
 {
 	struct kcm_net *knet = mux->knet;
 
+	kcm_mux_unattach_all(mux);
+	kcm_mux_rx_purge(mux);
+
 	mutex_lock(&knet->lock);
 	list_del(&mux->net_node);
 	knet->count--;
@@ -92,6 +100,7 @@ void kcm_mux_add_sock(struct kcm_mux *mux, struct kcm_sock *kcm)
 	kcm->index = mux->next_index++;
 	list_add_tail(&kcm->mux_node, &mux->socks);
 	mux->nsocks++;
+	__kcm_rx_join(kcm);
 	spin_unlock_bh(&mux->lock);
 }
 
@@ -121,6 +130,7 @@ void kcm_mux_del_sock(struct kcm_sock *kcm)
 	bool last;
 
 	spin_lock_bh(&mux->lock);
+	__kcm_rx_remove(kcm);
 	list_del(&kcm->mux_node);
 	__kcm_mux_fold_stats(mux, kcm);
 	last = --mux->nsocks == 0;

@@ -4,7 +4,8 @@
  *
  * One file per network namespace, in the format upstream Linux uses: a
  * title with the number of multiplexors, a header, then for every mux a
- * "mux" line followed by one "kcm-<index>" line per KCM socket.
+ * "mux" line followed by one "kcm-<index>" line per KCM socket and one
+ * "psock-<index>" line per attached TCP socket.
  */
 
 #include <linux/proc_fs.h>
@@ -70,12 +71,35 @@ static void __kcm_seq_sock(struct seq_file *seq, struct kcm_sock *kcm)
 		   sk_rmem_alloc_get(sk),
 		   skb_queue_len_lockless(&sk->sk_write_queue),
 		   sk_wmem_alloc_get(sk),
-		   READ_ONCE(kcm->rx_disabled) ? "" : "RxWait ");
+		   READ_ONCE(kcm->rx_ready) ? "RxWait " : "");
+}
+
+/* Context: the mux lock is held. */
+static void __kcm_seq_psock(struct seq_file *seq, struct kcm_psock *psock)
+{
+	struct sock *csk = psock->sk;
+
+	lockdep_assert_held(&psock->mux->lock);
+	seq_printf(seq, "   psock-%-5u %-10llu %-16llu %-10llu %-16llu %-8d %-8d %-8d %-8d ",
+		   psock->index,
+		   READ_ONCE(psock->stats.rx_msgs),
+		   READ_ONCE(psock->stats.rx_bytes),
+		   0ULL, 0ULL,
+		   skb_queue_len_lockless(&csk->sk_receive_queue),
+		   sk_rmem_alloc_get(csk),
+		   skb_queue_len_lockless(&csk->sk_write_queue),
+		   sk_wmem_alloc_get(csk));
+	if (READ_ONCE(psock->rx_stopped))
+		seq_puts(seq, "RxStop ");
+	if (READ_ONCE(psock->rx_paused))
+		seq_puts(seq, "RxPause ");
+	seq_putc(seq, '\n');
 }
 
 /* Context: the namespace lock is held; takes the mux lock. */
 static void kcm_seq_mux(struct seq_file *seq, struct kcm_mux *mux)
 {
+	struct kcm_psock *psock;
 	struct kcm_msg_stats tot;
 	struct kcm_sock *kcm;
 
@@ -89,9 +113,11 @@ static void kcm_seq_mux(struct seq_file *seq, struct kcm_mux *mux)
 	}
 	seq_printf(seq, "%-14s %-10llu %-16llu %-10llu %-16llu %-8s %-8s %-8s %-8s KCMs: %u, Psocks %u\n",
 		   "mux", tot.rx_msgs, tot.rx_bytes, tot.tx_msgs, tot.tx_bytes,
-		   "-", "-", "-", "-", mux->nsocks, 0);
+		   "-", "-", "-", "-", mux->nsocks, mux->npsocks);
 	list_for_each_entry(kcm, &mux->socks, mux_node)
 		__kcm_seq_sock(seq, kcm);
+	list_for_each_entry(psock, &mux->psocks, mux_node)
+		__kcm_seq_psock(seq, psock);
 	spin_unlock_bh(&mux->lock);
 }
 

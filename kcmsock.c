@@ -6,6 +6,10 @@
  * Implementation notes
  * ====================
  *
+ * This file: the family, socket ops and module.  The mux life cycle and
+ * namespaces, attach/unattach, the receive path and /proc have files of
+ * their own.
+ *
  * Objects
  * -------
  * struct kcm_net (one per network namespace, net_generic()) lists the
@@ -14,21 +18,32 @@
  * struct kcm_mux ties a set of KCM sockets to a set of attached TCP
  * sockets.  It is created together with the KCM socket that socket(2)
  * returns, gains members through SIOCKCMCLONE and is freed when its last
- * KCM socket is released.
+ * KCM socket is released.  It keeps the receive rotation (rx_ready) and
+ * the messages no socket could take yet (rx_hold).
  *
  * struct kcm_sock is the socket an application reads and writes whole
  * messages on.  It belongs to exactly one mux for its whole visible life.
  *
+ * struct kcm_psock is an attached TCP socket: its data_ready callback
+ * and sk_user_data point at the psock while it is attached.
+ *
  * References
  * ----------
  * A mux holds no reference count of its own: its KCM sockets keep it alive
- * and the one that leaves last frees it (kcm_mux_del_sock()).  Code that
- * reaches a mux through a KCM socket it holds (an open file during a
- * syscall) can use it without further references.  /proc reaches muxes
- * through the namespace list under kcm_net.lock, which the freeing path
- * also takes before it unlinks the mux.  Every KCM socket holds a
- * reference on its namespace (sk_alloc()), so a namespace never goes away
- * with a mux on its list.
+ * and the one that leaves last frees it (kcm_mux_del_sock()), after
+ * unattaching every psock.  Code that reaches a mux through a KCM socket it
+ * holds (an open file during a syscall) can use it without further
+ * references.  /proc reaches muxes through the namespace list under
+ * kcm_net.lock, which the freeing path also takes before it unlinks the
+ * mux.  Every KCM socket holds a reference on its namespace (sk_alloc()),
+ * so a namespace never goes away with a mux on its list.
+ *
+ * A psock holds a reference on its TCP socket's file and on its BPF
+ * program.  It is freed only by unattach, which first restores the TCP
+ * callback under sk_callback_lock (no framing can start after that), then
+ * under the mux lock unlinks it and clears the pointers to it in held
+ * messages, then cancels its work items.  Held messages do not keep a
+ * psock alive.
  *
  * A clone is made with __sock_create() so that the LSM socket creation
  * hooks see the calling task, exactly as for socket(2).  That creates a
@@ -38,16 +53,23 @@
  *
  * Lock order
  * ----------
- *   kcm_net.lock (mutex)  ->  kcm_mux.lock (spinlock, BH disabled)
+ *   kcm_net.lock (mutex)  ->  kcm_mux.lock
+ *   lock_sock(KCM socket) ->  kcm_mux.lock
+ *   kcm_mux.psock_mutex   ->  lock_sock(TCP socket)  ->  sk_callback_lock
+ *                         ->  kcm_mux.lock  ->  KCM sk_receive_queue.lock
  *
- * lock_sock() of a KCM socket protects its own options; it is never taken
- * with either of the locks above held.
+ * kcm_mux.lock is a spinlock taken with bottom halves disabled.  No two KCM
+ * socket locks are ever held together, and lock_sock() of a KCM socket is
+ * never taken under the TCP socket's lock or the mux lock.
  *
  * Contexts
  * --------
- * Everything in this release runs in process context: socket creation,
- * ioctl, setsockopt, release and /proc.  The mux lock disables bottom
- * halves already because the data path will take it from softirq.
+ * Socket creation, ioctl, setsockopt, release and /proc run in process
+ * context.  Framing runs in the TCP socket's data_ready softirq when no
+ * task owns the TCP socket, else in the psock's rx_work; both hold the
+ * TCP socket's lock, which serialises every rx_ field of the psock.  The
+ * BPF parser runs under rcu_read_lock() with migration disabled.
+ * Delivery to KCM sockets happens under the mux lock from either context.
  */
 
 #include <linux/compat.h>
@@ -113,6 +135,11 @@ static int kcm_release(struct socket *sock)
 
 	if (!sk)
 		return 0;
+
+	/* Unread messages go back to the mux for the other sockets. */
+	lock_sock(sk);
+	kcm_rx_sock_leave(kcm_sk(sk));
+	release_sock(sk);
 
 	sock_orphan(sk);
 	kcm_mux_del_sock(kcm_sk(sk));
@@ -192,15 +219,37 @@ static int kcm_ioctl_clone(struct socket *sock, struct kcm_clone __user *arg)
 }
 
 /* Context: process context (ioctl). */
+static int kcm_ioctl_attach(struct socket *sock, void __user *arg)
+{
+	struct kcm_attach info;
+
+	if (copy_from_user(&info, arg, sizeof(info)))
+		return -EFAULT;
+
+	return kcm_attach_ioctl(kcm_sk(sock->sk), &info);
+}
+
+/* Context: process context (ioctl). */
+static int kcm_ioctl_unattach(struct socket *sock, void __user *arg)
+{
+	struct kcm_unattach info;
+
+	if (copy_from_user(&info, arg, sizeof(info)))
+		return -EFAULT;
+
+	return kcm_unattach_ioctl(kcm_sk(sock->sk), &info);
+}
+
+/* Context: process context (ioctl). */
 static int kcm_ioctl(struct socket *sock, unsigned int cmd, unsigned long arg)
 {
 	switch (cmd) {
 	case SIOCKCMCLONE:
 		return kcm_ioctl_clone(sock, (void __user *)arg);
 	case SIOCKCMATTACH:
+		return kcm_ioctl_attach(sock, (void __user *)arg);
 	case SIOCKCMUNATTACH:
-		/* The data path is not part of this release yet. */
-		return -EOPNOTSUPP;
+		return kcm_ioctl_unattach(sock, (void __user *)arg);
 	default:
 		return -ENOIOCTLCMD;
 	}
@@ -235,7 +284,7 @@ static int kcm_setsockopt(struct socket *sock, int level, int optname,
 		return -EFAULT;
 
 	lock_sock(&kcm->sk);
-	WRITE_ONCE(kcm->rx_disabled, !!val);
+	kcm_rx_set_disabled(kcm, !!val);
 	release_sock(&kcm->sk);
 	return 0;
 }
@@ -273,13 +322,6 @@ static int kcm_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
 	return -EOPNOTSUPP;
 }
 
-/* Context: process context.  No data path yet: nothing to receive. */
-static int kcm_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
-		       int flags)
-{
-	return -EOPNOTSUPP;
-}
-
 /* Context: process context (poll/select/epoll). */
 static __poll_t kcm_poll(struct file *file, struct socket *sock,
 			 poll_table *wait)
@@ -290,6 +332,11 @@ static __poll_t kcm_poll(struct file *file, struct socket *sock,
 	sock_poll_wait(file, sock, wait);
 	if (READ_ONCE(sk->sk_err))
 		mask |= EPOLLERR;
+
+	if (skb_queue_empty_lockless(&sk->sk_receive_queue))
+		kcm_rx_sock_join(kcm_sk(sk));
+	if (!skb_queue_empty_lockless(&sk->sk_receive_queue))
+		mask |= EPOLLIN | EPOLLRDNORM;
 
 	return mask;
 }

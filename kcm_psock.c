@@ -1,0 +1,300 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Kernel Connection Multiplexor: attaching TCP sockets to a mux.
+ *
+ * A psock takes over the receive callback of its TCP socket and keeps a
+ * reference on the socket's file, so the application may close its own
+ * descriptor while the socket stays attached.  Attach and unattach of a
+ * mux are serialised by mux->psock_mutex.
+ */
+
+#include <linux/bpf.h>
+#include <linux/file.h>
+#include <linux/filter.h>
+#include <linux/net.h>
+#include <linux/slab.h>
+#include <net/inet_connection_sock.h>
+#include <net/sock.h>
+#include <net/tcp.h>
+#include <net/kcm.h>
+
+/* Context: any.  Only IPv4/IPv6 TCP sockets can be attached. */
+static int kcm_psock_check_type(const struct sock *csk)
+{
+	if (csk->sk_family != AF_INET && csk->sk_family != AF_INET6)
+		return -EOPNOTSUPP;
+
+	if (csk->sk_type != SOCK_STREAM || csk->sk_protocol != IPPROTO_TCP)
+		return -EOPNOTSUPP;
+
+	return 0;
+}
+
+/* Context: lock_sock(csk) held. */
+static int kcm_psock_check_state(struct sock *csk)
+{
+	sock_owned_by_me(csk);
+	if (csk->sk_state == TCP_LISTEN || csk->sk_state == TCP_CLOSE)
+		return -EOPNOTSUPP;
+
+	return 0;
+}
+
+/*
+ * Install the psock as the owner of the TCP socket's receive side.
+ *
+ * Context: lock_sock(csk) held; takes the callback lock.
+ * Return: 0, or -EALREADY when another user (a mux, sockmap, a ULP such
+ * as kTLS) owns the socket.
+ */
+static int kcm_psock_take_callbacks(struct kcm_psock *psock)
+{
+	struct sock *csk = psock->sk;
+	int err = 0;
+
+	sock_owned_by_me(csk);
+	write_lock_bh(&csk->sk_callback_lock);
+	if (rcu_access_pointer(__sk_user_data(csk)) ||
+	    inet_csk(csk)->icsk_ulp_ops) {
+		err = -EALREADY;
+	} else {
+		psock->saved_data_ready = csk->sk_data_ready;
+		csk->sk_data_ready = kcm_psock_data_ready;
+		rcu_assign_sk_user_data(csk, psock);
+	}
+	write_unlock_bh(&csk->sk_callback_lock);
+	return err;
+}
+
+/*
+ * Give the TCP socket its callback back.  Once this returns no framing
+ * starts on the psock again.
+ *
+ * Context: process context; takes the callback lock.
+ */
+static void kcm_psock_restore_callbacks(struct kcm_psock *psock)
+{
+	struct sock *csk = psock->sk;
+
+	write_lock_bh(&csk->sk_callback_lock);
+	csk->sk_data_ready = psock->saved_data_ready;
+	rcu_assign_sk_user_data(csk, NULL);
+	WRITE_ONCE(psock->rx_stopped, true);
+	write_unlock_bh(&csk->sk_callback_lock);
+}
+
+/* Context: process context, may sleep. */
+static struct kcm_psock *kcm_psock_alloc(struct kcm_mux *mux,
+					 struct socket *csock,
+					 struct bpf_prog *prog)
+{
+	struct kcm_psock *psock;
+
+	psock = kzalloc(sizeof(*psock), GFP_KERNEL);
+	if (!psock)
+		return NULL;
+
+	if (kcm_psock_rx_init(psock)) {
+		kfree(psock);
+		return NULL;
+	}
+	psock->mux = mux;
+	psock->sk = csock->sk;
+	psock->file = csock->file;
+	psock->prog = prog;
+	INIT_LIST_HEAD(&psock->mux_node);
+	return psock;
+}
+
+/* Context: process context.  Frees the psock but not what it refers to. */
+static void kcm_psock_free(struct kcm_psock *psock)
+{
+	kfree_skb(psock->rx_skb);
+	kfree(psock);
+}
+
+/* Context: process context, mux->psock_mutex held; takes mux->lock. */
+static void kcm_mux_add_psock(struct kcm_mux *mux, struct kcm_psock *psock)
+{
+	lockdep_assert_held(&mux->psock_mutex);
+	spin_lock_bh(&mux->lock);
+	psock->index = mux->next_psock_index++;
+	list_add_tail(&psock->mux_node, &mux->psocks);
+	mux->npsocks++;
+	spin_unlock_bh(&mux->lock);
+}
+
+/*
+ * Attach @csock to @mux with @prog as its parser.  On success the psock
+ * owns the caller's references on @csock's file and on @prog.
+ *
+ * Context: process context, may sleep.
+ */
+static int kcm_psock_attach(struct kcm_mux *mux, struct socket *csock,
+			    struct bpf_prog *prog)
+{
+	struct sock *csk = csock->sk;
+	struct kcm_psock *psock;
+	int err;
+
+	err = kcm_psock_check_type(csk);
+	if (err)
+		return err;
+
+	psock = kcm_psock_alloc(mux, csock, prog);
+	if (!psock)
+		return -ENOMEM;
+
+	mutex_lock(&mux->psock_mutex);
+	lock_sock(csk);
+	err = kcm_psock_check_state(csk);
+	if (!err)
+		err = kcm_psock_take_callbacks(psock);
+	if (!err) {
+		kcm_mux_add_psock(mux, psock);
+		/* Frame what arrived before the callback was ours. */
+		kcm_psock_rx_kick(psock);
+	}
+	release_sock(csk);
+	/* From here on an unattach may free the psock. */
+	mutex_unlock(&mux->psock_mutex);
+
+	if (err)
+		kcm_psock_free(psock);
+	return err;
+}
+
+/**
+ * kcm_attach_ioctl() - SIOCKCMATTACH
+ * @kcm: a KCM socket of the mux
+ * @info: the TCP socket and the parser program
+ *
+ * Context: process context, may sleep.
+ * Return: 0; -ENOENT for a bad socket descriptor, -EBADF or -EINVAL for
+ * a bad program, -EOPNOTSUPP for a socket that is not a connected TCP
+ * socket, -EALREADY when it is attached already, or -ENOMEM.
+ */
+int kcm_attach_ioctl(struct kcm_sock *kcm, const struct kcm_attach *info)
+{
+	struct bpf_prog *prog;
+	struct socket *csock;
+	int err;
+
+	csock = sockfd_lookup(info->fd, &err);
+	if (!csock)
+		return -ENOENT;
+
+	prog = bpf_prog_get_type(info->bpf_fd, BPF_PROG_TYPE_SOCKET_FILTER);
+	if (IS_ERR(prog)) {
+		err = PTR_ERR(prog);
+		goto out_put;
+	}
+
+	err = kcm_psock_attach(kcm->mux, csock, prog);
+	if (err) {
+		bpf_prog_put(prog);
+		goto out_put;
+	}
+	return 0;
+
+out_put:
+	sockfd_put(csock);
+	return err;
+}
+
+/*
+ * Detach a psock: give the TCP socket back to plain use, keep the
+ * messages it already framed, drop a half-assembled one.
+ *
+ * Context: process context, mux->psock_mutex held; takes mux->lock and
+ * lock_sock() of the TCP socket.
+ */
+static void kcm_psock_unattach(struct kcm_psock *psock)
+{
+	struct kcm_mux *mux = psock->mux;
+	struct sock *csk = psock->sk;
+
+	lockdep_assert_held(&mux->psock_mutex);
+	kcm_psock_restore_callbacks(psock);
+
+	spin_lock_bh(&mux->lock);
+	list_del(&psock->mux_node);
+	mux->npsocks--;
+	__kcm_mux_psock_gone(mux, psock);
+	spin_unlock_bh(&mux->lock);
+
+	cancel_delayed_work_sync(&psock->rx_work);
+	cancel_delayed_work_sync(&psock->rx_timer_work);
+
+	lock_sock(csk);
+	kcm_psock_rx_flush(psock);
+	release_sock(csk);
+
+	/* Whatever is still queued on the socket is the application's. */
+	csk->sk_data_ready(csk);
+
+	bpf_prog_put(psock->prog);
+	fput(psock->file);
+	kcm_psock_free(psock);
+}
+
+/* Context: mux->psock_mutex held. */
+static struct kcm_psock *kcm_psock_find(struct kcm_mux *mux,
+					const struct sock *csk)
+{
+	struct kcm_psock *psock;
+
+	lockdep_assert_held(&mux->psock_mutex);
+	list_for_each_entry(psock, &mux->psocks, mux_node) {
+		if (psock->sk == csk)
+			return psock;
+	}
+	return NULL;
+}
+
+/**
+ * kcm_unattach_ioctl() - SIOCKCMUNATTACH
+ * @kcm: a KCM socket of the mux
+ * @info: the TCP socket to detach
+ *
+ * Context: process context, may sleep.
+ * Return: 0, or -ENOENT when the socket is not attached to this mux.
+ */
+int kcm_unattach_ioctl(struct kcm_sock *kcm, const struct kcm_unattach *info)
+{
+	struct kcm_mux *mux = kcm->mux;
+	struct kcm_psock *psock;
+	struct socket *csock;
+	int err;
+
+	csock = sockfd_lookup(info->fd, &err);
+	if (!csock)
+		return -ENOENT;
+
+	mutex_lock(&mux->psock_mutex);
+	psock = kcm_psock_find(mux, csock->sk);
+	if (psock)
+		kcm_psock_unattach(psock);
+	mutex_unlock(&mux->psock_mutex);
+
+	sockfd_put(csock);
+	return psock ? 0 : -ENOENT;
+}
+
+/**
+ * kcm_mux_unattach_all() - release every TCP socket of a dying mux
+ * @mux: a mux whose last KCM socket is gone
+ *
+ * Context: process context, may sleep.
+ */
+void kcm_mux_unattach_all(struct kcm_mux *mux)
+{
+	struct kcm_psock *psock;
+
+	mutex_lock(&mux->psock_mutex);
+	while ((psock = list_first_entry_or_null(&mux->psocks,
+						 struct kcm_psock,
+						 mux_node)))
+		kcm_psock_unattach(psock);
+	mutex_unlock(&mux->psock_mutex);
+}

@@ -1,0 +1,979 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Kernel Connection Multiplexor: the receive path.
+ *
+ * Framing
+ * -------
+ * Bytes are taken from an attached TCP socket with tcp_read_sock() and
+ * copied into the psock's framing buffer (rx_skb), a private linear skb
+ * whose data always starts at the first byte of the current message.  The
+ * parser program runs on that skb, so it sees the message at offset 0 and
+ * skb->len counts every byte received from there on.  It runs again only
+ * when it asked for more and more has arrived.
+ *
+ * A small message (up to KCM_RX_SMALL bytes) is cut from the buffer into
+ * an skb of its own size, so a KCM socket is charged what the message
+ * holds, not the TCP segment it came in.  A larger message is assembled
+ * in page-backed skbs (rx_msg, chained on its frag_list), filled straight
+ * from the TCP socket.
+ *
+ * Framing runs under the TCP socket's lock: in the data_ready softirq when
+ * the socket is not owned by a task, otherwise in rx_work.
+ *
+ * Delivery
+ * --------
+ * A complete message goes to the next KCM socket in the mux's rx_ready
+ * rotation whose receive queue has room; a socket without room leaves the
+ * rotation and rejoins when its reader makes room.  When no socket can
+ * take a message it waits on the mux's rx_hold queue.  Each psock may have
+ * up to its TCP socket's receive buffer of messages held; beyond that it
+ * stops reading (the peer sees TCP flow control) until half of it has been
+ * delivered.  Other connections of the mux carry on.
+ */
+
+#include <linux/bpf.h>
+#include <linux/err.h>
+#include <linux/filter.h>
+#include <linux/sched/signal.h>
+#include <linux/skbuff.h>
+#include <linux/workqueue.h>
+#include <net/sock.h>
+#include <net/tcp.h>
+#include <net/kcm.h>
+
+/* Initial size of a psock's framing buffer. */
+#define KCM_RX_BUF		(8 * 1024)
+/* Messages up to this size are cut from the framing buffer. */
+#define KCM_RX_SMALL		2048
+/* Bytes per skb of a large message. */
+#define KCM_RX_CHUNK		(16 * PAGE_SIZE)
+/* Retry delay after a failed allocation in process context. */
+#define KCM_RX_RETRY		(HZ / 10)
+
+/* ---- delivery to KCM sockets ---------------------------------------- */
+
+/* Context: any; reads the receive queue's memory locklessly. */
+static bool kcm_rx_has_room(struct kcm_sock *kcm)
+{
+	struct sock *sk = &kcm->sk;
+
+	return atomic_read(&sk->sk_rmem_alloc) < READ_ONCE(sk->sk_rcvbuf);
+}
+
+/* Context: mux->lock held. */
+static struct kcm_sock *__kcm_rx_pick(struct kcm_mux *mux)
+{
+	struct kcm_sock *kcm, *tmp;
+
+	lockdep_assert_held(&mux->lock);
+	list_for_each_entry_safe(kcm, tmp, &mux->rx_ready, rx_node) {
+		if (kcm_rx_has_room(kcm)) {
+			list_move_tail(&kcm->rx_node, &mux->rx_ready);
+			return kcm;
+		}
+		__kcm_rx_remove(kcm);
+	}
+	return NULL;
+}
+
+/* Context: mux->lock held; @kcm is in the rotation. */
+static void __kcm_rx_queue(struct kcm_sock *kcm, struct sk_buff *skb)
+{
+	struct sock *sk = &kcm->sk;
+
+	lockdep_assert_held(&kcm->mux->lock);
+	skb_set_owner_r(skb, sk);
+	skb_queue_tail(&sk->sk_receive_queue, skb);
+	sk->sk_data_ready(sk);
+}
+
+/* Context: mux->lock held; @skb was just taken off mux->rx_hold. */
+static void __kcm_rx_unhold(struct kcm_mux *mux, struct sk_buff *skb)
+{
+	struct kcm_psock *psock = kcm_rx_msg(skb)->psock;
+
+	lockdep_assert_held(&mux->lock);
+	if (!psock)
+		return;
+
+	kcm_rx_msg(skb)->psock = NULL;
+	psock->rx_held -= skb->truesize;
+	if (psock->rx_paused &&
+	    psock->rx_held <= READ_ONCE(psock->sk->sk_rcvbuf) / 2) {
+		WRITE_ONCE(psock->rx_paused, false);
+		kcm_psock_rx_kick(psock);
+	}
+}
+
+/* Context: mux->lock held.  Hands held messages to sockets with room. */
+static void __kcm_rx_dispatch(struct kcm_mux *mux)
+{
+	struct kcm_sock *kcm;
+	struct sk_buff *skb;
+
+	lockdep_assert_held(&mux->lock);
+	while ((skb = skb_peek(&mux->rx_hold))) {
+		kcm = __kcm_rx_pick(mux);
+		if (!kcm)
+			break;
+		__skb_unlink(skb, &mux->rx_hold);
+		__kcm_rx_unhold(mux, skb);
+		__kcm_rx_queue(kcm, skb);
+	}
+}
+
+/* Context: mux->lock held.  Parks a message no socket can take now. */
+static void __kcm_rx_hold(struct kcm_mux *mux, struct kcm_psock *psock,
+			  struct sk_buff *skb)
+{
+	lockdep_assert_held(&mux->lock);
+	/* An unattaching psock has already had its held messages orphaned. */
+	if (!READ_ONCE(psock->rx_stopped)) {
+		kcm_rx_msg(skb)->psock = psock;
+		psock->rx_held += skb->truesize;
+		if (psock->rx_held > READ_ONCE(psock->sk->sk_rcvbuf))
+			WRITE_ONCE(psock->rx_paused, true);
+	}
+	__skb_queue_tail(&mux->rx_hold, skb);
+}
+
+/* Context: TCP socket lock held; takes mux->lock. */
+static void kcm_rx_deliver(struct kcm_psock *psock, struct sk_buff *skb)
+{
+	struct kcm_mux *mux = psock->mux;
+	struct kcm_sock *kcm;
+
+	memset(kcm_rx_msg(skb), 0, sizeof(struct kcm_rx_msg));
+	spin_lock_bh(&mux->lock);
+	if (likely(skb_queue_empty(&mux->rx_hold))) {
+		kcm = __kcm_rx_pick(mux);
+		if (likely(kcm))
+			__kcm_rx_queue(kcm, skb);
+		else
+			__kcm_rx_hold(mux, psock, skb);
+	} else {
+		__kcm_rx_hold(mux, psock, skb);
+		__kcm_rx_dispatch(mux);
+	}
+	spin_unlock_bh(&mux->lock);
+}
+
+/**
+ * __kcm_mux_psock_gone() - forget a psock in the messages it has held
+ * @mux: its mux
+ * @psock: a psock being unattached; it no longer reads
+ *
+ * Its held messages stay on the mux and are delivered as usual.
+ *
+ * Context: mux->lock held.
+ */
+void __kcm_mux_psock_gone(struct kcm_mux *mux, struct kcm_psock *psock)
+{
+	struct sk_buff *skb;
+
+	lockdep_assert_held(&mux->lock);
+	skb_queue_walk(&mux->rx_hold, skb) {
+		if (kcm_rx_msg(skb)->psock == psock)
+			kcm_rx_msg(skb)->psock = NULL;
+	}
+	psock->rx_held = 0;
+}
+
+/**
+ * kcm_mux_rx_purge() - drop the messages of a dying mux
+ * @mux: a mux without KCM sockets or psocks
+ *
+ * Context: process context.
+ */
+void kcm_mux_rx_purge(struct kcm_mux *mux)
+{
+	skb_queue_purge(&mux->rx_hold);
+}
+
+/* ---- the receive rotation of KCM sockets ---------------------------- */
+
+/**
+ * __kcm_rx_join() - put a KCM socket in its mux's receive rotation
+ * @kcm: a member socket with receiving enabled
+ *
+ * Held messages are handed out at once.
+ *
+ * Context: mux->lock held.
+ */
+void __kcm_rx_join(struct kcm_sock *kcm)
+{
+	struct kcm_mux *mux = kcm->mux;
+
+	lockdep_assert_held(&mux->lock);
+	if (kcm->rx_ready || kcm->rx_disabled || !kcm_rx_has_room(kcm))
+		return;
+
+	list_add_tail(&kcm->rx_node, &mux->rx_ready);
+	WRITE_ONCE(kcm->rx_ready, true);
+	__kcm_rx_dispatch(mux);
+}
+
+/**
+ * __kcm_rx_remove() - take a KCM socket out of the receive rotation
+ * @kcm: a member socket
+ *
+ * Context: mux->lock held.
+ */
+void __kcm_rx_remove(struct kcm_sock *kcm)
+{
+	lockdep_assert_held(&kcm->mux->lock);
+	if (!kcm->rx_ready)
+		return;
+
+	list_del_init(&kcm->rx_node);
+	WRITE_ONCE(kcm->rx_ready, false);
+}
+
+/**
+ * kcm_rx_sock_join() - let a socket receive again once it has room
+ * @kcm: a member socket
+ *
+ * Context: process context; takes mux->lock.
+ */
+void kcm_rx_sock_join(struct kcm_sock *kcm)
+{
+	struct kcm_mux *mux = kcm->mux;
+
+	if (READ_ONCE(kcm->rx_ready) || READ_ONCE(kcm->rx_disabled))
+		return;
+
+	spin_lock_bh(&mux->lock);
+	__kcm_rx_join(kcm);
+	spin_unlock_bh(&mux->lock);
+}
+
+/*
+ * Move the unread messages of @kcm back to the mux, ahead of the messages
+ * waiting there, and hand them to other sockets.  A message a SEQPACKET
+ * reader has started stays with it when @keep_partial.
+ *
+ * Context: lock_sock(kcm) and mux->lock held.
+ */
+static void __kcm_rx_requeue(struct kcm_sock *kcm, bool keep_partial)
+{
+	struct sk_buff_head *queue = &kcm->sk.sk_receive_queue;
+	struct kcm_mux *mux = kcm->mux;
+	struct sk_buff *skb, *partial = NULL;
+	struct sk_buff_head moved;
+	unsigned long flags;
+
+	sock_owned_by_me(&kcm->sk);
+	lockdep_assert_held(&mux->lock);
+	__kcm_rx_remove(kcm);
+
+	__skb_queue_head_init(&moved);
+	spin_lock_irqsave(&queue->lock, flags);
+	skb = skb_peek(queue);
+	if (skb && kcm_rx_msg(skb)->offset) {
+		partial = skb;
+		__skb_unlink(skb, queue);
+	}
+	skb_queue_splice_init(queue, &moved);
+	if (partial && keep_partial)
+		__skb_queue_head(queue, partial);
+	spin_unlock_irqrestore(&queue->lock, flags);
+
+	if (partial && !keep_partial)
+		kfree_skb(partial);
+
+	skb_queue_walk(&moved, skb)
+		skb_orphan(skb);
+	skb_queue_splice(&moved, &mux->rx_hold);
+	__kcm_rx_dispatch(mux);
+}
+
+/**
+ * kcm_rx_sock_leave() - a closing socket gives its messages back
+ * @kcm: a socket being released
+ *
+ * Context: lock_sock(kcm) held; takes mux->lock.
+ */
+void kcm_rx_sock_leave(struct kcm_sock *kcm)
+{
+	struct kcm_mux *mux = kcm->mux;
+
+	spin_lock_bh(&mux->lock);
+	WRITE_ONCE(kcm->rx_disabled, true);
+	__kcm_rx_requeue(kcm, false);
+	spin_unlock_bh(&mux->lock);
+}
+
+/**
+ * kcm_rx_set_disabled() - KCM_RECV_DISABLE
+ * @kcm: the socket
+ * @disable: take it out of the rotation and give its messages away, or
+ *	let it receive again
+ *
+ * Context: lock_sock(kcm) held; takes mux->lock.
+ */
+void kcm_rx_set_disabled(struct kcm_sock *kcm, bool disable)
+{
+	struct kcm_mux *mux = kcm->mux;
+
+	sock_owned_by_me(&kcm->sk);
+	if (READ_ONCE(kcm->rx_disabled) == disable)
+		return;
+
+	spin_lock_bh(&mux->lock);
+	WRITE_ONCE(kcm->rx_disabled, disable);
+	if (disable)
+		__kcm_rx_requeue(kcm, true);
+	else
+		__kcm_rx_join(kcm);
+	spin_unlock_bh(&mux->lock);
+}
+
+/* ---- framing --------------------------------------------------------- */
+
+/* Context: TCP socket lock held. */
+static void kcm_rx_timer_start(struct kcm_psock *psock)
+{
+	long timeo = READ_ONCE(psock->sk->sk_rcvtimeo);
+
+	if (psock->rx_timing)
+		return;
+
+	psock->rx_timing = true;
+	psock->rx_start = jiffies;
+	if (timeo != MAX_SCHEDULE_TIMEOUT)
+		mod_delayed_work(system_wq, &psock->rx_timer_work, timeo);
+}
+
+/* Context: TCP socket lock held. */
+static void kcm_rx_timer_stop(struct kcm_psock *psock)
+{
+	if (!psock->rx_timing)
+		return;
+
+	psock->rx_timing = false;
+	cancel_delayed_work(&psock->rx_timer_work);
+}
+
+/*
+ * Stop receiving on @psock and post -@err on its TCP socket.
+ *
+ * Context: TCP socket lock held.
+ */
+static void kcm_rx_fail(struct kcm_psock *psock, int err)
+{
+	struct sock *csk = psock->sk;
+
+	WRITE_ONCE(psock->rx_stopped, true);
+	kcm_rx_timer_stop(psock);
+	WRITE_ONCE(csk->sk_err, -err);
+	sk_error_report(csk);
+}
+
+/* Context: TCP socket lock held.  A message is complete. */
+static void kcm_rx_complete(struct kcm_psock *psock, struct sk_buff *skb)
+{
+	kcm_stat_add(&psock->stats.rx_msgs, 1);
+	kcm_stat_add(&psock->stats.rx_bytes, skb->len);
+	psock->rx_msg_len = 0;
+	psock->rx_seen = 0;
+	kcm_rx_timer_stop(psock);
+	kcm_rx_deliver(psock, skb);
+}
+
+/*
+ * Run the parser on the framing buffer and judge its answer.
+ *
+ * Context: TCP socket lock held.
+ * Return: 1 when the message length is known, 0 when more bytes are
+ * needed, or the negative errno that stops the psock.
+ */
+static int kcm_rx_parse(struct kcm_psock *psock)
+{
+	struct sk_buff *buf = psock->rx_skb;
+	int ret;
+
+	if (buf->len <= psock->rx_seen)
+		return 0;
+
+	rcu_read_lock();
+	ret = (int)bpf_prog_run_pin_on_cpu(psock->prog, buf);
+	rcu_read_unlock();
+
+	if (ret < 0) {
+		kcm_stat_add(&psock->stats.rx_errors, 1);
+		return ret >= -MAX_ERRNO ? ret : -EPROTO;
+	}
+	if (!ret) {
+		kcm_stat_add(&psock->stats.rx_need_more, 1);
+		psock->rx_seen = buf->len;
+		return 0;
+	}
+	if ((unsigned int)ret <= psock->rx_seen) {
+		kcm_stat_add(&psock->stats.rx_bad_len, 1);
+		return -EPROTO;
+	}
+	if (ret > READ_ONCE(psock->sk->sk_rcvbuf)) {
+		kcm_stat_add(&psock->stats.rx_too_big, 1);
+		return -EMSGSIZE;
+	}
+	psock->rx_msg_len = ret;
+	return 1;
+}
+
+/* Context: TCP socket lock held.  Moves unframed bytes to the start. */
+static void kcm_rx_buf_compact(struct sk_buff *buf)
+{
+	unsigned int len = buf->len;
+
+	if (buf->data == buf->head)
+		return;
+
+	if (len)
+		memmove(buf->head, buf->data, len);
+	buf->data = buf->head;
+	skb_set_tail_pointer(buf, len);
+}
+
+/*
+ * Make room in the framing buffer for at least one more byte: compact it,
+ * or grow it while the parser still needs more, up to the TCP socket's
+ * receive buffer.
+ *
+ * Context: TCP socket lock held.
+ */
+static int kcm_rx_buf_room(struct kcm_psock *psock)
+{
+	struct sk_buff *buf = psock->rx_skb;
+	unsigned int size = skb_end_offset(buf);
+	int limit = READ_ONCE(psock->sk->sk_rcvbuf);
+
+	if (skb_tailroom(buf))
+		return 0;
+
+	if (buf->data != buf->head) {
+		kcm_rx_buf_compact(buf);
+		return 0;
+	}
+	if (size >= limit) {
+		kcm_stat_add(&psock->stats.rx_too_big, 1);
+		return -EMSGSIZE;
+	}
+	if (pskb_expand_head(buf, 0, min_t(unsigned int, size, limit - size),
+			     psock->rx_gfp)) {
+		kcm_stat_add(&psock->stats.rx_mem_fail, 1);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Context: TCP socket lock held.  Cuts a small message from the buffer. */
+static int kcm_rx_emit_small(struct kcm_psock *psock)
+{
+	struct sk_buff *buf = psock->rx_skb;
+	unsigned int len = psock->rx_msg_len;
+	struct sk_buff *skb;
+
+	skb = alloc_skb(len, psock->rx_gfp | __GFP_NOWARN);
+	if (!skb) {
+		kcm_stat_add(&psock->stats.rx_mem_fail, 1);
+		return -ENOMEM;
+	}
+	skb_put_data(skb, buf->data, len);
+	__skb_pull(buf, len);
+	kcm_rx_complete(psock, skb);
+	return 0;
+}
+
+/* Context: TCP socket lock held.  Adds an empty skb to the large message. */
+static int kcm_rx_chunk_add(struct kcm_psock *psock)
+{
+	unsigned int size = min_t(unsigned int, KCM_RX_CHUNK,
+				  psock->rx_msg_len - psock->rx_msg_fill);
+	struct sk_buff *msg = psock->rx_msg;
+	struct sk_buff *chunk;
+	int err;
+
+	chunk = alloc_skb_with_frags(0, size, 0, &err,
+				     psock->rx_gfp | __GFP_NOWARN);
+	if (!chunk) {
+		kcm_stat_add(&psock->stats.rx_mem_fail, 1);
+		return -ENOMEM;
+	}
+	chunk->len = size;
+	chunk->data_len = size;
+
+	if (!msg) {
+		psock->rx_msg = chunk;
+	} else {
+		if (psock->rx_chunk == msg)
+			skb_shinfo(msg)->frag_list = chunk;
+		else
+			psock->rx_chunk->next = chunk;
+		msg->len += size;
+		msg->data_len += size;
+		msg->truesize += chunk->truesize;
+	}
+	psock->rx_chunk = chunk;
+	psock->rx_chunk_fill = 0;
+	return 0;
+}
+
+/* Context: any.  Copies @len bytes of @src into the page frags of @chunk. */
+static void kcm_rx_chunk_copy(struct sk_buff *chunk, unsigned int off,
+			      const struct sk_buff *src, unsigned int src_off,
+			      unsigned int len)
+{
+	struct skb_shared_info *shinfo = skb_shinfo(chunk);
+	unsigned int i, n, size;
+	skb_frag_t *frag;
+
+	for (i = 0; len && i < shinfo->nr_frags; i++) {
+		frag = &shinfo->frags[i];
+		size = skb_frag_size(frag);
+		if (off >= size) {
+			off -= size;
+			continue;
+		}
+		n = min(len, size - off);
+		WARN_ON_ONCE(skb_copy_bits(src, src_off,
+					   skb_frag_address(frag) + off, n));
+		src_off += n;
+		len -= n;
+		off = 0;
+	}
+}
+
+/*
+ * Copy up to @len bytes of @src from @off into the large message.
+ *
+ * Context: TCP socket lock held.
+ * Return: bytes taken; *@err is set when an allocation failed.
+ */
+static unsigned int kcm_rx_fill(struct kcm_psock *psock,
+				const struct sk_buff *src, unsigned int off,
+				unsigned int len, int *err)
+{
+	unsigned int done = 0, n;
+
+	*err = 0;
+	while (done < len && psock->rx_msg_fill < psock->rx_msg_len) {
+		if (!psock->rx_msg ||
+		    psock->rx_chunk_fill == psock->rx_chunk->data_len) {
+			*err = kcm_rx_chunk_add(psock);
+			if (*err)
+				break;
+		}
+		n = min(len - done,
+			psock->rx_chunk->data_len - psock->rx_chunk_fill);
+		kcm_rx_chunk_copy(psock->rx_chunk, psock->rx_chunk_fill,
+				  src, off + done, n);
+		psock->rx_chunk_fill += n;
+		psock->rx_msg_fill += n;
+		done += n;
+	}
+	return done;
+}
+
+/* Context: TCP socket lock held.  Delivers the large message if whole. */
+static void kcm_rx_large_check(struct kcm_psock *psock)
+{
+	struct sk_buff *msg = psock->rx_msg;
+
+	if (psock->rx_msg_fill < psock->rx_msg_len) {
+		kcm_rx_timer_start(psock);
+		return;
+	}
+	psock->rx_msg = NULL;
+	psock->rx_chunk = NULL;
+	psock->rx_msg_fill = 0;
+	kcm_rx_complete(psock, msg);
+}
+
+/* Context: TCP socket lock held.  Moves buffered bytes to rx_msg. */
+static int kcm_rx_take_large(struct kcm_psock *psock)
+{
+	struct sk_buff *buf = psock->rx_skb;
+	unsigned int n;
+	int err;
+
+	n = kcm_rx_fill(psock, buf, 0,
+			min(buf->len, psock->rx_msg_len - psock->rx_msg_fill),
+			&err);
+	__skb_pull(buf, n);
+	if (psock->rx_msg)
+		kcm_rx_large_check(psock);
+	return err;
+}
+
+/*
+ * Frame and deliver every message the framing buffer holds.
+ *
+ * Context: TCP socket lock held.
+ * Return: 0, -EAGAIN when the psock is paused, -ENOMEM to be retried, or
+ * an errno that stops the psock.
+ */
+static int kcm_rx_frame(struct kcm_psock *psock)
+{
+	struct sk_buff *buf = psock->rx_skb;
+	int err = 0;
+
+	while (buf->len) {
+		if (READ_ONCE(psock->rx_paused))
+			return -EAGAIN;
+
+		if (!psock->rx_msg_len) {
+			err = kcm_rx_parse(psock);
+			if (err < 0)
+				return err;
+			if (!err) {
+				kcm_rx_timer_start(psock);
+				break;
+			}
+		}
+
+		if (psock->rx_msg_len > KCM_RX_SMALL) {
+			err = kcm_rx_take_large(psock);
+		} else if (buf->len >= psock->rx_msg_len) {
+			err = kcm_rx_emit_small(psock);
+		} else {
+			kcm_rx_timer_start(psock);
+			break;
+		}
+		if (err)
+			return err;
+	}
+
+	if (!buf->len)
+		kcm_rx_buf_compact(buf);
+	return 0;
+}
+
+/*
+ * tcp_read_sock() actor: take bytes into the large message being
+ * assembled or into the framing buffer, and frame them.
+ *
+ * Context: TCP socket lock held.
+ */
+static int kcm_rx_actor(read_descriptor_t *desc, struct sk_buff *skb,
+			unsigned int offset, size_t len)
+{
+	struct kcm_psock *psock = desc->arg.data;
+	struct sk_buff *buf = psock->rx_skb;
+	unsigned int done = 0, n;
+	int err = 0;
+
+	while (done < len) {
+		if (READ_ONCE(psock->rx_paused)) {
+			err = -EAGAIN;
+			break;
+		}
+		if (psock->rx_msg && !buf->len) {
+			done += kcm_rx_fill(psock, skb, offset + done,
+					    len - done, &err);
+			kcm_rx_large_check(psock);
+			if (err)
+				break;
+			continue;
+		}
+		err = kcm_rx_buf_room(psock);
+		if (err)
+			break;
+		n = min_t(size_t, len - done, skb_tailroom(buf));
+		WARN_ON_ONCE(skb_copy_bits(skb, offset + done,
+					   skb_put(buf, n), n));
+		done += n;
+		err = kcm_rx_frame(psock);
+		if (err)
+			break;
+	}
+
+	if (err) {
+		desc->error = err;
+		desc->count = 0;
+	}
+	return done;
+}
+
+/* Context: TCP socket lock held.  What to do after a read stopped. */
+static void kcm_rx_read_done(struct kcm_psock *psock, int err)
+{
+	switch (err) {
+	case 0:
+	case -EAGAIN:
+		/* Paused: the mux kicks rx_work when it has drained. */
+		break;
+	case -ENOMEM:
+		queue_delayed_work(system_wq, &psock->rx_work,
+				   psock->rx_gfp == GFP_ATOMIC ? 0 :
+				   KCM_RX_RETRY);
+		break;
+	default:
+		kcm_rx_fail(psock, err);
+	}
+}
+
+/* Context: TCP socket lock held (softirq with the socket not owned, or
+ * process context with lock_sock()).
+ */
+static void kcm_rx_read(struct kcm_psock *psock, gfp_t gfp)
+{
+	read_descriptor_t desc = { .arg.data = psock, .count = 1 };
+	int err;
+
+	if (READ_ONCE(psock->rx_stopped))
+		return;
+
+	psock->rx_gfp = gfp;
+	/* Bytes left over from a pause or a failed allocation come first. */
+	err = kcm_rx_frame(psock);
+	if (!err) {
+		tcp_read_sock(psock->sk, &desc, kcm_rx_actor);
+		err = desc.error;
+	}
+	kcm_rx_read_done(psock, err);
+}
+
+/**
+ * kcm_psock_data_ready() - sk_data_ready of an attached TCP socket
+ * @csk: the TCP socket
+ *
+ * Context: softirq with the socket spinlock held, or process context when
+ * a task owns the socket (then framing is left to rx_work).
+ */
+void kcm_psock_data_ready(struct sock *csk)
+{
+	struct kcm_psock *psock;
+
+	read_lock_bh(&csk->sk_callback_lock);
+	rcu_read_lock();
+	psock = rcu_dereference_sk_user_data(csk);
+	rcu_read_unlock();
+	if (likely(psock) && !READ_ONCE(psock->rx_stopped) &&
+	    !READ_ONCE(psock->rx_paused)) {
+		if (sock_owned_by_user_nocheck(csk))
+			kcm_psock_rx_kick(psock);
+		else
+			kcm_rx_read(psock, GFP_ATOMIC);
+	}
+	read_unlock_bh(&csk->sk_callback_lock);
+}
+
+/* Context: process context (workqueue). */
+static void kcm_rx_work(struct work_struct *work)
+{
+	struct kcm_psock *psock = container_of(to_delayed_work(work),
+					       struct kcm_psock, rx_work);
+	struct sock *csk = psock->sk;
+
+	lock_sock(csk);
+	kcm_rx_read(psock, GFP_KERNEL);
+	release_sock(csk);
+}
+
+/* Context: process context (workqueue).  The assembly timeout. */
+static void kcm_rx_timer_work(struct work_struct *work)
+{
+	struct kcm_psock *psock = container_of(to_delayed_work(work),
+					       struct kcm_psock,
+					       rx_timer_work);
+	struct sock *csk = psock->sk;
+	unsigned long deadline;
+	long timeo;
+
+	lock_sock(csk);
+	timeo = READ_ONCE(csk->sk_rcvtimeo);
+	if (READ_ONCE(psock->rx_stopped) || !psock->rx_timing ||
+	    timeo == MAX_SCHEDULE_TIMEOUT)
+		goto out;
+
+	deadline = psock->rx_start + timeo;
+	if (time_after_eq(jiffies, deadline)) {
+		kcm_stat_add(&psock->stats.rx_timeouts, 1);
+		kcm_rx_fail(psock, -ETIMEDOUT);
+	} else {
+		mod_delayed_work(system_wq, &psock->rx_timer_work,
+				 deadline - jiffies);
+	}
+out:
+	release_sock(csk);
+}
+
+/**
+ * kcm_psock_rx_kick() - frame in process context soon
+ * @psock: a psock that may have bytes to read
+ *
+ * Context: any.
+ */
+void kcm_psock_rx_kick(struct kcm_psock *psock)
+{
+	queue_delayed_work(system_wq, &psock->rx_work, 0);
+}
+
+/**
+ * kcm_psock_rx_init() - set up the receive side of a new psock
+ * @psock: a psock not attached yet
+ *
+ * Context: process context, may sleep.
+ * Return: 0 or -ENOMEM.
+ */
+int kcm_psock_rx_init(struct kcm_psock *psock)
+{
+	psock->rx_skb = alloc_skb(KCM_RX_BUF, GFP_KERNEL);
+	if (!psock->rx_skb)
+		return -ENOMEM;
+
+	INIT_DELAYED_WORK(&psock->rx_work, kcm_rx_work);
+	INIT_DELAYED_WORK(&psock->rx_timer_work, kcm_rx_timer_work);
+	return 0;
+}
+
+/**
+ * kcm_psock_rx_flush() - drop the receive state of an unattached psock
+ * @psock: a psock whose callbacks are restored and whose work is cancelled
+ *
+ * A half-assembled message is lost and counted as aborted.
+ *
+ * Context: lock_sock() of the TCP socket held.
+ */
+void kcm_psock_rx_flush(struct kcm_psock *psock)
+{
+	sock_owned_by_me(psock->sk);
+	if (psock->rx_msg || (psock->rx_skb && psock->rx_skb->len))
+		kcm_stat_add(&psock->stats.rx_aborts, 1);
+
+	kfree_skb(psock->rx_msg);
+	psock->rx_msg = NULL;
+	psock->rx_chunk = NULL;
+	kfree_skb(psock->rx_skb);
+	psock->rx_skb = NULL;
+	psock->rx_timing = false;
+}
+
+/* ---- reading --------------------------------------------------------- */
+
+/* Context: lock_sock(sk) held; only its owner unlinks from the queue. */
+static struct sk_buff *kcm_rx_peek(struct sock *sk)
+{
+	struct sk_buff_head *queue = &sk->sk_receive_queue;
+	struct sk_buff *skb;
+	unsigned long flags;
+
+	if (skb_queue_empty_lockless(queue))
+		return NULL;
+
+	spin_lock_irqsave(&queue->lock, flags);
+	skb = skb_peek(queue);
+	spin_unlock_irqrestore(&queue->lock, flags);
+	return skb;
+}
+
+/*
+ * Wait for a message.  An empty socket rejoins the rotation first, which
+ * may hand it a held message at once.
+ *
+ * Context: lock_sock(sk) held; dropped while sleeping.
+ */
+static struct sk_buff *kcm_rx_wait(struct kcm_sock *kcm, long timeo,
+				   int *err)
+{
+	DEFINE_WAIT_FUNC(wait, woken_wake_function);
+	struct sock *sk = &kcm->sk;
+	struct sk_buff *skb;
+
+	for (;;) {
+		skb = kcm_rx_peek(sk);
+		if (skb)
+			return skb;
+		if (READ_ONCE(sk->sk_err)) {
+			*err = sock_error(sk);
+			return NULL;
+		}
+		kcm_rx_sock_join(kcm);
+		if (!skb_queue_empty_lockless(&sk->sk_receive_queue))
+			continue;
+		if (!timeo) {
+			*err = -EAGAIN;
+			return NULL;
+		}
+		if (signal_pending(current)) {
+			*err = sock_intr_errno(timeo);
+			return NULL;
+		}
+		add_wait_queue(sk_sleep(sk), &wait);
+		sk_wait_event(sk, &timeo,
+			      !skb_queue_empty_lockless(&sk->sk_receive_queue) ||
+			      READ_ONCE(sk->sk_err), &wait);
+		remove_wait_queue(sk_sleep(sk), &wait);
+	}
+}
+
+/* Context: lock_sock(sk) held.  @copied bytes of @skb were read. */
+static void kcm_rx_consume(struct kcm_sock *kcm, struct sk_buff *skb,
+			   unsigned int copied)
+{
+	struct kcm_rx_msg *rxm = kcm_rx_msg(skb);
+	struct sock *sk = &kcm->sk;
+
+	if (sk->sk_type == SOCK_SEQPACKET && rxm->offset + copied < skb->len) {
+		rxm->offset += copied;
+		return;
+	}
+
+	skb_unlink(skb, &sk->sk_receive_queue);
+	kcm_stat_add(&kcm->stats.rx_msgs, 1);
+	kcm_stat_add(&kcm->stats.rx_bytes, skb->len);
+	consume_skb(skb);
+}
+
+/**
+ * kcm_recvmsg() - read one message, or the next piece of one
+ * @sock: a KCM socket
+ * @msg: where to put it
+ * @len: room in @msg
+ * @flags: MSG_DONTWAIT, MSG_PEEK
+ *
+ * A SOCK_DGRAM message that does not fit ends the record anyway: the rest
+ * is discarded and MSG_TRUNC says so.  A SOCK_SEQPACKET reader gets the
+ * rest with the next calls, MSG_EOR marking the last piece.
+ *
+ * Context: process context, may sleep.
+ * Return: bytes read, or a negative errno.
+ */
+int kcm_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
+		int flags)
+{
+	struct sock *sk = sock->sk;
+	struct kcm_sock *kcm = kcm_sk(sk);
+	unsigned int avail, copied;
+	struct sk_buff *skb;
+	int err = 0;
+	long timeo;
+
+	if (flags & MSG_OOB)
+		return -EOPNOTSUPP;
+
+	timeo = sock_rcvtimeo(sk, flags & MSG_DONTWAIT);
+	lock_sock(sk);
+	skb = kcm_rx_wait(kcm, timeo, &err);
+	if (!skb)
+		goto out;
+
+	avail = skb->len - kcm_rx_msg(skb)->offset;
+	copied = min_t(size_t, len, avail);
+	err = skb_copy_datagram_msg(skb, kcm_rx_msg(skb)->offset, msg,
+				    copied);
+	if (err)
+		goto out;
+
+	err = copied;
+	if (copied == avail)
+		msg->msg_flags |= MSG_EOR;
+	else if (sk->sk_type == SOCK_DGRAM)
+		msg->msg_flags |= MSG_TRUNC | MSG_EOR;
+	if (!(flags & MSG_PEEK))
+		kcm_rx_consume(kcm, skb, copied);
+	kcm_rx_sock_join(kcm);
+out:
+	release_sock(sk);
+	return err;
+}
