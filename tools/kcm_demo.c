@@ -2,24 +2,42 @@
 /*
  * kcm_demo: what an application does with KCM, step by step.
  *
- * Creates a multiplexor, clones it for a pool of workers, shows the result
- * in /proc/net/kcm and closes everything.  Attaching TCP connections and
- * sending and receiving messages join the demo with the data path.
+ * A server creates a multiplexor and clones it for a pool of worker
+ * processes, accepts two TCP connections and attaches them with a BPF
+ * length parser.  A client sends length-prefixed requests over both
+ * connections, several per write; every worker's recv() returns one whole
+ * request.  /proc/net/kcm is shown before everything is closed.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#include <linux/bpf.h>
 #include <linux/kcm.h>
 
 #ifndef AF_KCM
 #define AF_KCM 41
 #endif
 
-#define WORKERS 4
+#define WORKERS		4
+#define CONNS		2
+#define REQUESTS	8
+#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
+
+static void die(const char *what)
+{
+	perror(what);
+	exit(1);
+}
 
 static void show_proc(const char *when)
 {
@@ -37,35 +55,147 @@ static void show_proc(const char *when)
 	fclose(f);
 }
 
+/* The parser "return load_word(skb, 0) + 4;" as raw BPF instructions. */
+static int load_parser(void)
+{
+	struct bpf_insn insns[] = {
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_X, .dst_reg = 6,
+		  .src_reg = 1 },
+		{ .code = BPF_LD | BPF_W | BPF_ABS, .imm = 0 },
+		{ .code = BPF_ALU64 | BPF_ADD | BPF_K, .imm = 4 },
+		{ .code = BPF_JMP | BPF_EXIT },
+	};
+	union bpf_attr attr;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.prog_type = BPF_PROG_TYPE_SOCKET_FILTER;
+	attr.insns = (unsigned long)insns;
+	attr.insn_cnt = ARRAY_SIZE(insns);
+	attr.license = (unsigned long)"GPL";
+	return syscall(__NR_bpf, BPF_PROG_LOAD, &attr, sizeof(attr));
+}
+
+static void lo_up(void)
+{
+	struct ifreq ifr = { .ifr_name = "lo" };
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+	if (fd >= 0 && !ioctl(fd, SIOCGIFFLAGS, &ifr)) {
+		ifr.ifr_flags |= IFF_UP;
+		ioctl(fd, SIOCSIFFLAGS, &ifr);
+	}
+	close(fd);
+}
+
+/* The client: REQUESTS requests, alternating connections, two per write. */
+static void run_client(const struct sockaddr_in *sin)
+{
+	char buf[2 * 64];
+	int fds[CONNS], i, c;
+
+	for (c = 0; c < CONNS; c++) {
+		fds[c] = socket(AF_INET, SOCK_STREAM, 0);
+		if (connect(fds[c], (const struct sockaddr *)sin, sizeof(*sin)))
+			die("connect");
+	}
+	sleep(1);	/* let the server attach both connections */
+	for (i = 0; i < REQUESTS; i += 2) {
+		size_t len = 0;
+		int k;
+
+		for (k = i; k < i + 2; k++) {
+			char text[48];
+			uint32_t n = snprintf(text, sizeof(text),
+					      "request %d on connection %d",
+					      k, (i / 2) % CONNS);
+			uint32_t hdr = htonl(n);
+
+			memcpy(buf + len, &hdr, 4);
+			memcpy(buf + len + 4, text, n);
+			len += 4 + n;
+		}
+		if (write(fds[(i / 2) % CONNS], buf, len) != (ssize_t)len)
+			die("write");
+	}
+	sleep(2);
+	exit(0);
+}
+
+/* A worker: recv() whole requests until none comes for 3 seconds. */
+static void run_worker(int id, int fd)
+{
+	struct timeval tv = { .tv_sec = 3 };
+	char buf[256];
+	ssize_t n;
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	while ((n = recv(fd, buf, sizeof(buf), 0)) > 0)
+		printf("worker %d: recv() = %zd bytes: [len %u] \"%.*s\"\n",
+		       id, n, ntohl(*(uint32_t *)buf), (int)n - 4, buf + 4);
+	exit(0);
+}
+
 int main(void)
 {
-	int fds[WORKERS];
-	int i;
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	socklen_t slen = sizeof(sin);
+	int fds[WORKERS], tcp[CONNS], lfd, prog, i;
+	pid_t client_pid;
 
 	fds[0] = socket(AF_KCM, SOCK_SEQPACKET, KCMPROTO_CONNECTED);
-	if (fds[0] < 0) {
-		perror("socket(AF_KCM)");
-		return 1;
-	}
+	if (fds[0] < 0)
+		die("socket(AF_KCM)");
 	printf("socket(AF_KCM, SOCK_SEQPACKET, KCMPROTO_CONNECTED) = %d: a new mux\n",
 	       fds[0]);
-
 	for (i = 1; i < WORKERS; i++) {
 		struct kcm_clone info;
 
-		if (ioctl(fds[0], SIOCKCMCLONE, &info) < 0) {
-			perror("ioctl(SIOCKCMCLONE)");
-			return 1;
-		}
+		if (ioctl(fds[0], SIOCKCMCLONE, &info) < 0)
+			die("ioctl(SIOCKCMCLONE)");
 		fds[i] = info.fd;
 		printf("ioctl(%d, SIOCKCMCLONE) = fd %d: worker %d joins the mux\n",
 		       fds[0], fds[i], i);
 	}
-	show_proc("with one mux and 4 KCM sockets");
+
+	lo_up();
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	if (bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) || listen(lfd, 8) ||
+	    getsockname(lfd, (struct sockaddr *)&sin, &slen))
+		die("listen");
+	client_pid = fork();
+	if (!client_pid)
+		run_client(&sin);
+
+	prog = load_parser();
+	if (prog < 0)
+		die("bpf(BPF_PROG_LOAD)");
+	for (i = 0; i < CONNS; i++) {
+		struct kcm_attach att;
+
+		tcp[i] = accept(lfd, NULL, NULL);
+		att.fd = tcp[i];
+		att.bpf_fd = prog;
+		if (ioctl(fds[0], SIOCKCMATTACH, &att))
+			die("ioctl(SIOCKCMATTACH)");
+		printf("ioctl(SIOCKCMATTACH) TCP fd %d with parser \"load_word(skb, 0) + 4\"\n",
+		       tcp[i]);
+		close(tcp[i]);	/* the mux keeps the connection */
+	}
+	close(prog);
+	fflush(stdout);
+
+	for (i = 0; i < WORKERS; i++)
+		if (!fork())
+			run_worker(i, fds[i]);
+	for (i = 0; i < WORKERS + 1; i++)
+		wait(NULL);
+	show_proc("with one mux, 4 KCM sockets and 2 connections");
 
 	for (i = 0; i < WORKERS; i++)
 		close(fds[i]);
-	printf("closed all %d sockets: the mux is gone\n", WORKERS);
+	printf("closed all %d KCM sockets: the mux and its connections are gone\n",
+	       WORKERS);
 	show_proc("after close");
 	return 0;
 }
