@@ -37,6 +37,8 @@ struct kcm_mux *kcm_mux_alloc(struct net *net)
 	INIT_LIST_HEAD(&mux->rx_ready);
 	skb_queue_head_init(&mux->rx_hold);
 	INIT_LIST_HEAD(&mux->psocks);
+	INIT_LIST_HEAD(&mux->tx_idle);
+	INIT_LIST_HEAD(&mux->tx_waiters);
 	mutex_init(&mux->psock_mutex);
 	return mux;
 }

@@ -59,7 +59,11 @@ static int kcm_psock_take_callbacks(struct kcm_psock *psock)
 		err = -EALREADY;
 	} else {
 		psock->saved_data_ready = csk->sk_data_ready;
+		psock->saved_write_space = csk->sk_write_space;
+		psock->saved_state_change = csk->sk_state_change;
 		csk->sk_data_ready = kcm_psock_data_ready;
+		csk->sk_write_space = kcm_psock_write_space;
+		csk->sk_state_change = kcm_psock_state_change;
 		rcu_assign_sk_user_data(csk, psock);
 	}
 	write_unlock_bh(&csk->sk_callback_lock);
@@ -67,8 +71,8 @@ static int kcm_psock_take_callbacks(struct kcm_psock *psock)
 }
 
 /*
- * Give the TCP socket its callback back.  Once this returns no framing
- * starts on the psock again.
+ * Give the TCP socket its callbacks back.  Once this returns no framing
+ * starts on the psock again and TCP wakes no KCM socket.
  *
  * Context: process context; takes the callback lock.
  */
@@ -78,6 +82,8 @@ static void kcm_psock_restore_callbacks(struct kcm_psock *psock)
 
 	write_lock_bh(&csk->sk_callback_lock);
 	csk->sk_data_ready = psock->saved_data_ready;
+	csk->sk_write_space = psock->saved_write_space;
+	csk->sk_state_change = psock->saved_state_change;
 	rcu_assign_sk_user_data(csk, NULL);
 	WRITE_ONCE(psock->rx_stopped, true);
 	write_unlock_bh(&csk->sk_callback_lock);
@@ -103,6 +109,7 @@ static struct kcm_psock *kcm_psock_alloc(struct kcm_mux *mux,
 	psock->file = csock->file;
 	psock->prog = prog;
 	INIT_LIST_HEAD(&psock->mux_node);
+	kcm_psock_tx_init(psock);
 	return psock;
 }
 
@@ -121,6 +128,7 @@ static void kcm_mux_add_psock(struct kcm_mux *mux, struct kcm_psock *psock)
 	psock->index = mux->next_psock_index++;
 	list_add_tail(&psock->mux_node, &mux->psocks);
 	mux->npsocks++;
+	__kcm_tx_psock_ready(mux, psock);
 	spin_unlock_bh(&mux->lock);
 }
 
@@ -204,10 +212,11 @@ out_put:
 
 /*
  * Detach a psock: give the TCP socket back to plain use, keep the
- * messages it already framed, drop a half-assembled one.
+ * messages it already framed, drop a half-assembled one, and send the
+ * message it was transmitting again on another psock.
  *
- * Context: process context, mux->psock_mutex held; takes mux->lock and
- * lock_sock() of the TCP socket.
+ * Context: process context, mux->psock_mutex held; takes mux->lock,
+ * lock_sock() of the TCP socket and of a KCM socket that reserved it.
  */
 static void kcm_psock_unattach(struct kcm_psock *psock)
 {
@@ -216,6 +225,7 @@ static void kcm_psock_unattach(struct kcm_psock *psock)
 
 	lockdep_assert_held(&mux->psock_mutex);
 	kcm_psock_restore_callbacks(psock);
+	kcm_psock_tx_detach(psock);
 
 	spin_lock_bh(&mux->lock);
 	list_del(&psock->mux_node);

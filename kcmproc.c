@@ -84,7 +84,8 @@ static void __kcm_seq_psock(struct seq_file *seq, struct kcm_psock *psock)
 		   psock->index,
 		   READ_ONCE(psock->stats.rx_msgs),
 		   READ_ONCE(psock->stats.rx_bytes),
-		   0ULL, 0ULL,
+		   READ_ONCE(psock->stats.tx_msgs),
+		   READ_ONCE(psock->stats.tx_bytes),
 		   skb_queue_len_lockless(&csk->sk_receive_queue),
 		   sk_rmem_alloc_get(csk),
 		   skb_queue_len_lockless(&csk->sk_write_queue),
@@ -93,6 +94,10 @@ static void __kcm_seq_psock(struct seq_file *seq, struct kcm_psock *psock)
 		seq_puts(seq, "RxStop ");
 	if (READ_ONCE(psock->rx_paused))
 		seq_puts(seq, "RxPause ");
+	if (READ_ONCE(psock->tx_stopped))
+		seq_puts(seq, "TxStop ");
+	if (psock->tx_kcm)
+		seq_printf(seq, "Rsvd-%u ", psock->tx_kcm->index);
 	seq_putc(seq, '\n');
 }
 

@@ -54,22 +54,31 @@
  * Lock order
  * ----------
  *   kcm_net.lock (mutex)  ->  kcm_mux.lock
- *   lock_sock(KCM socket) ->  kcm_mux.lock
- *   kcm_mux.psock_mutex   ->  lock_sock(TCP socket)  ->  sk_callback_lock
- *                         ->  kcm_mux.lock  ->  KCM sk_receive_queue.lock
+ *   kcm_mux.psock_mutex   ->  lock_sock(KCM socket)  ->  lock_sock(TCP socket)
+ *   lock_sock(TCP socket) ->  sk_callback_lock  ->  kcm_mux.lock
+ *                         ->  KCM sk_receive_queue.lock
  *
  * kcm_mux.lock is a spinlock taken with bottom halves disabled.  No two KCM
  * socket locks are ever held together, and lock_sock() of a KCM socket is
- * never taken under the TCP socket's lock or the mux lock.
+ * never taken under the TCP socket's lock or the mux lock; the release of
+ * a KCM socket drops its socket lock before it may take psock_mutex.
+ *
+ * Transmit reservations (kcm_sock.tx_psock, kcm_psock.tx_kcm) change under
+ * the mux lock.  A KCM socket writes to its reserved psock under its own
+ * socket lock, and the psock can only be taken from it by the socket
+ * itself or by unattach, which first takes that socket's lock; so a
+ * reserved psock stays valid while its socket's lock is held.
  *
  * Contexts
  * --------
- * Socket creation, ioctl, setsockopt, release and /proc run in process
- * context.  Framing runs in the TCP socket's data_ready softirq when no
- * task owns the TCP socket, else in the psock's rx_work; both hold the
- * TCP socket's lock, which serialises every rx_ field of the psock.  The
- * BPF parser runs under rcu_read_lock() with migration disabled.
- * Delivery to KCM sockets happens under the mux lock from either context.
+ * Socket creation, ioctl, setsockopt, release, /proc and every write to a
+ * TCP socket run in process context (sendmsg or a KCM socket's tx_work).
+ * Framing runs in the TCP socket's data_ready softirq when no task owns
+ * the TCP socket, else in the psock's rx_work; both hold the TCP socket's
+ * lock, which serialises every rx_ field of the psock.  The BPF parser
+ * runs under rcu_read_lock() with migration disabled.  Delivery to KCM
+ * sockets happens under the mux lock from either context.  The TCP
+ * write_space and state_change callbacks only queue work.
  */
 
 #include <linux/compat.h>
@@ -110,6 +119,7 @@ static int kcm_sock_init(struct net *net, struct socket *sock, int protocol,
 	sock->ops = &kcm_ops;
 	sock_init_data(sock, sk);
 	sk->sk_protocol = protocol;
+	kcm_sock_tx_init(kcm_sk(sk));
 	kcm_mux_add_sock(mux, kcm_sk(sk));
 	kcm_mux_publish(mux);
 	return 0;
@@ -136,10 +146,15 @@ static int kcm_release(struct socket *sock)
 	if (!sk)
 		return 0;
 
-	/* Unread messages go back to the mux for the other sockets. */
+	/*
+	 * Unread messages go back to the mux for the other sockets; unsent
+	 * ones are dropped and counted.
+	 */
 	lock_sock(sk);
 	kcm_rx_sock_leave(kcm_sk(sk));
+	kcm_tx_sock_leave(kcm_sk(sk));
 	release_sock(sk);
+	kcm_tx_sock_flush_work(kcm_sk(sk));
 
 	sock_orphan(sk);
 	kcm_mux_del_sock(kcm_sk(sk));
@@ -316,12 +331,6 @@ static int kcm_getsockopt(struct socket *sock, int level, int optname,
 	return 0;
 }
 
-/* Context: process context.  No data path yet: nothing to send. */
-static int kcm_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
-{
-	return -EOPNOTSUPP;
-}
-
 /* Context: process context (poll/select/epoll). */
 static __poll_t kcm_poll(struct file *file, struct socket *sock,
 			 poll_table *wait)
@@ -337,6 +346,18 @@ static __poll_t kcm_poll(struct file *file, struct socket *sock,
 		kcm_rx_sock_join(kcm_sk(sk));
 	if (!skb_queue_empty_lockless(&sk->sk_receive_queue))
 		mask |= EPOLLIN | EPOLLRDNORM;
+
+	/* Writable only when a send would not wait for buffer space. */
+	if (sock_writeable(sk)) {
+		mask |= EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND;
+	} else {
+		sk_set_bit(SOCKWQ_ASYNC_NOSPACE, sk);
+		set_bit(SOCK_NOSPACE, &sk->sk_socket->flags);
+		/* Write space may have come before the bit was set. */
+		smp_mb__after_atomic();
+		if (sock_writeable(sk))
+			mask |= EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND;
+	}
 
 	return mask;
 }
@@ -362,7 +383,7 @@ static const struct proto_ops kcm_ops = {
 	.sendmsg = kcm_sendmsg,
 	.recvmsg = kcm_recvmsg,
 	.mmap = sock_no_mmap,
-	.sendpage = sock_no_sendpage,
+	.sendpage = kcm_sendpage,
 };
 
 static const struct net_proto_family kcm_family_ops = {

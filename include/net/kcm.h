@@ -45,8 +45,13 @@ struct kcm_msg_stats {
  * @rx_aborts: half-assembled messages dropped (error, unattach, close)
  * @rx_mem_fail: allocations that failed while framing (retried)
  * @rx_errors: parser errors (negative returns)
+ * @tx_msgs: messages written whole to the TCP socket
+ * @tx_bytes: bytes of those messages
+ * @tx_aborts: messages whose transmission failed on this socket
  *
- * Written under the TCP socket's lock, read locklessly by /proc.
+ * Receive counters are written under the TCP socket's lock, transmit
+ * counters under the lock of the KCM socket that owns the psock; /proc
+ * reads them locklessly.
  */
 struct kcm_psock_stats {
 	u64 rx_msgs;
@@ -58,6 +63,23 @@ struct kcm_psock_stats {
 	u64 rx_aborts;
 	u64 rx_mem_fail;
 	u64 rx_errors;
+	u64 tx_msgs;
+	u64 tx_bytes;
+	u64 tx_aborts;
+};
+
+/**
+ * struct kcm_mux_tx_stats - transmit events of a mux
+ * @tx_retries: messages sent again on another psock after a failure
+ * @tx_dropped: messages dropped unsent when their KCM socket closed
+ * @tx_unattach_rsvd: psocks unattached while reserved to a KCM socket
+ *
+ * Under the mux lock.
+ */
+struct kcm_mux_tx_stats {
+	u64 tx_retries;
+	u64 tx_dropped;
+	u64 tx_unattach_rsvd;
 };
 
 /**
@@ -86,7 +108,11 @@ struct kcm_net {
  * @psocks: attached TCP sockets (struct kcm_psock.mux_node)
  * @npsocks: number of entries on @psocks
  * @next_psock_index: index given to the next psock
+ * @tx_idle: psocks that can be reserved (struct kcm_psock.tx_node)
+ * @tx_waiters: KCM sockets waiting for a psock, first come first served
+ *	(struct kcm_sock.tx_wait_node)
  * @stats: totals of the KCM sockets that have left the mux
+ * @tx_stats: transmit events
  * @psock_mutex: serialises attach and unattach (process context)
  * @rcu: deferred free
  */
@@ -103,7 +129,10 @@ struct kcm_mux {
 	struct list_head psocks;
 	unsigned int npsocks;
 	unsigned int next_psock_index;
+	struct list_head tx_idle;
+	struct list_head tx_waiters;
 	struct kcm_msg_stats stats;
+	struct kcm_mux_tx_stats tx_stats;
 
 	struct mutex psock_mutex;	/* serialises attach and unattach */
 	struct rcu_head rcu;
@@ -117,7 +146,9 @@ struct kcm_mux {
  * @prog: the BPF program that returns message lengths
  * @mux_node: entry on @mux->psocks, protected by @mux->lock
  * @index: number of the psock within its mux, shown in /proc
- * @saved_data_ready: the TCP socket's callback, restored on unattach
+ * @saved_data_ready: the TCP socket's callbacks, restored on unattach
+ * @saved_write_space: see @saved_data_ready
+ * @saved_state_change: see @saved_data_ready
  * @rx_skb: bytes of the stream not framed yet, message start at data[0];
  *	under the TCP socket's lock, like every rx_ field but those marked
  * @rx_msg: a large message being assembled once its length is known
@@ -136,6 +167,14 @@ struct kcm_mux {
  * @rx_gfp: allocation flags of the current framing context
  * @rx_work: framing in process context
  * @rx_timer_work: assembly timeout
+ * @tx_kcm: the KCM socket the psock is reserved to; under @mux->lock
+ * @tx_node: entry on @mux->tx_idle; under @mux->lock
+ * @tx_stopped: no more transmitting: send error or unattach; written
+ *	under @mux->lock
+ * @tx_orphan: the rest of a message whose KCM socket closed while it was
+ *	half written, finished by @tx_work; set under @mux->lock
+ * @tx_orphan_off: bytes of @tx_orphan already written
+ * @tx_work: writes @tx_orphan
  * @stats: counters
  */
 struct kcm_psock {
@@ -147,6 +186,8 @@ struct kcm_psock {
 	unsigned int index;
 
 	void (*saved_data_ready)(struct sock *sk);
+	void (*saved_write_space)(struct sock *sk);
+	void (*saved_state_change)(struct sock *sk);
 
 	struct sk_buff *rx_skb;
 	struct sk_buff *rx_msg;
@@ -163,6 +204,13 @@ struct kcm_psock {
 	gfp_t rx_gfp;
 	struct delayed_work rx_work;
 	struct delayed_work rx_timer_work;
+
+	struct kcm_sock *tx_kcm;
+	struct list_head tx_node;
+	bool tx_stopped;
+	struct sk_buff *tx_orphan;
+	unsigned int tx_orphan_off;
+	struct work_struct tx_work;
 
 	struct kcm_psock_stats stats;
 };
@@ -193,6 +241,19 @@ static inline struct kcm_rx_msg *kcm_rx_msg(struct sk_buff *skb)
  * @rx_disabled: KCM_RECV_DISABLE; written under lock_sock() and @mux->lock
  * @rx_node: entry on @mux->rx_ready while @rx_ready, under @mux->lock
  * @rx_ready: the socket is in the receive rotation; under @mux->lock
+ * @tx_psock: the psock reserved to this socket; under @mux->lock, and
+ *	only this socket (under lock_sock()) or unattach (holding
+ *	lock_sock() of this socket) take it away
+ * @tx_wait_node: entry on @mux->tx_waiters while @tx_waiting
+ * @tx_waiting: waiting for a psock; under @mux->lock
+ * @tx_closing: the socket is being released; under lock_sock()
+ * @tx_partial: the message being built (MSG_MORE, SEQPACKET without
+ *	MSG_EOR); under lock_sock()
+ * @tx_offset: bytes of the first queued message written to @tx_psock;
+ *	under lock_sock()
+ * @tx_sent: bytes written since the socket got @tx_psock; under lock_sock()
+ * @tx_work: transmits in process context when TCP has room again or a
+ *	psock becomes free
  * @stats: message counters of this socket
  */
 struct kcm_sock {
@@ -203,6 +264,14 @@ struct kcm_sock {
 	bool rx_disabled;
 	struct list_head rx_node;
 	bool rx_ready;
+	struct kcm_psock *tx_psock;
+	struct list_head tx_wait_node;
+	bool tx_waiting;
+	bool tx_closing;
+	struct sk_buff *tx_partial;
+	unsigned int tx_offset;
+	unsigned int tx_sent;
+	struct work_struct tx_work;
 	struct kcm_msg_stats stats;
 };
 
@@ -252,6 +321,19 @@ static inline void kcm_stat_add(u64 *ctr, u64 n)
 {
 	WRITE_ONCE(*ctr, *ctr + n);
 }
+
+/* kcm_tx.c: reserving psocks, building and writing messages */
+void kcm_sock_tx_init(struct kcm_sock *kcm);
+void kcm_psock_tx_init(struct kcm_psock *psock);
+void __kcm_tx_psock_ready(struct kcm_mux *mux, struct kcm_psock *psock);
+void kcm_psock_tx_detach(struct kcm_psock *psock);
+void kcm_psock_write_space(struct sock *csk);
+void kcm_psock_state_change(struct sock *csk);
+void kcm_tx_sock_leave(struct kcm_sock *kcm);
+void kcm_tx_sock_flush_work(struct kcm_sock *kcm);
+int kcm_sendmsg(struct socket *sock, struct msghdr *msg, size_t len);
+ssize_t kcm_sendpage(struct socket *sock, struct page *page, int offset,
+		     size_t size, int flags);
 
 /* kcmproc.c: /proc/net/kcm */
 #ifdef CONFIG_PROC_FS

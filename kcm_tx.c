@@ -1,0 +1,883 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Kernel Connection Multiplexor: the transmit path.
+ *
+ * Messages
+ * --------
+ * sendmsg() and sendpage() build a message in kcm->tx_partial: a head skb
+ * with further chunks on its frag_list, charged to the KCM socket's send
+ * buffer.  When the message ends (DGRAM: a call without MSG_MORE;
+ * SEQPACKET: MSG_EOR) it moves to the socket's write queue.  A copy fault
+ * undoes everything the failing call added.
+ *
+ * Reservation
+ * -----------
+ * A KCM socket with queued messages reserves one psock of its mux and
+ * writes to it until its queue is empty; messages are written whole and
+ * one after another, so they never interleave on a connection.  Idle
+ * psocks sit on mux->tx_idle; a socket that finds none waits on
+ * mux->tx_waiters and is handed the next psock that becomes free, first
+ * come first served.  A socket that has written KCM_TX_QUANTUM bytes
+ * gives its psock to the next waiter at a message boundary, so N senders
+ * over M < N connections all make progress.
+ *
+ * Writing
+ * -------
+ * Writes to TCP happen in process context only, in the sender's sendmsg()
+ * or in kcm->tx_work, with MSG_DONTWAIT: when TCP's send buffer is full
+ * the write stops and the TCP socket's write_space callback kicks
+ * tx_work.  A failed write stops transmission on that psock, posts the
+ * error on its TCP socket and sends the whole message again on another
+ * psock.  With no psock left, messages wait on the KCM socket and its
+ * send buffer applies backpressure.
+ */
+
+#include <linux/net.h>
+#include <linux/skbuff.h>
+#include <linux/uio.h>
+#include <linux/workqueue.h>
+#include <net/sock.h>
+#include <net/tcp.h>
+#include <net/kcm.h>
+
+/* Bytes per chunk of a message. */
+#define KCM_TX_CHUNK		(16 * PAGE_SIZE)
+/* Chunks up to this size are linear. */
+#define KCM_TX_LINEAR		(2048)
+/* Largest message. */
+#define KCM_TX_MAX_MSG		(64 << 20)
+/* Bytes a socket writes before it lets a waiting socket have its psock. */
+#define KCM_TX_QUANTUM		(256 * 1024)
+
+/* ---- reservation (mux->lock) ------------------------------------------ */
+
+/* Context: any. */
+static void kcm_tx_kick(struct kcm_sock *kcm)
+{
+	queue_work(system_wq, &kcm->tx_work);
+}
+
+/**
+ * __kcm_tx_psock_ready() - a psock is free: give it to a waiter or idle it
+ * @mux: its mux
+ * @psock: a psock reserved to nobody
+ *
+ * Context: mux->lock held.
+ */
+void __kcm_tx_psock_ready(struct kcm_mux *mux, struct kcm_psock *psock)
+{
+	struct kcm_sock *kcm;
+
+	lockdep_assert_held(&mux->lock);
+	if (psock->tx_stopped || psock->tx_orphan)
+		return;
+
+	kcm = list_first_entry_or_null(&mux->tx_waiters, struct kcm_sock,
+				       tx_wait_node);
+	if (!kcm) {
+		list_add_tail(&psock->tx_node, &mux->tx_idle);
+		return;
+	}
+	list_del_init(&kcm->tx_wait_node);
+	kcm->tx_waiting = false;
+	psock->tx_kcm = kcm;
+	WRITE_ONCE(kcm->tx_psock, psock);
+	kcm_tx_kick(kcm);
+}
+
+/* Context: mux->lock held. */
+static struct kcm_psock *__kcm_tx_reserve(struct kcm_sock *kcm)
+{
+	struct kcm_mux *mux = kcm->mux;
+	struct kcm_psock *psock;
+
+	lockdep_assert_held(&mux->lock);
+	if (kcm->tx_psock)
+		return kcm->tx_psock;
+
+	psock = list_first_entry_or_null(&mux->tx_idle, struct kcm_psock,
+					 tx_node);
+	if (psock) {
+		list_del_init(&psock->tx_node);
+		psock->tx_kcm = kcm;
+		WRITE_ONCE(kcm->tx_psock, psock);
+		kcm->tx_sent = 0;
+		return psock;
+	}
+	if (!kcm->tx_waiting) {
+		list_add_tail(&kcm->tx_wait_node, &mux->tx_waiters);
+		kcm->tx_waiting = true;
+	}
+	return NULL;
+}
+
+/* Context: mux->lock held.  Gives the socket's psock back. */
+static void __kcm_tx_unreserve(struct kcm_sock *kcm)
+{
+	struct kcm_psock *psock = kcm->tx_psock;
+
+	lockdep_assert_held(&kcm->mux->lock);
+	if (!psock)
+		return;
+
+	WRITE_ONCE(kcm->tx_psock, NULL);
+	psock->tx_kcm = NULL;
+	__kcm_tx_psock_ready(kcm->mux, psock);
+}
+
+/* Context: lock_sock(kcm) held; takes mux->lock. */
+static struct kcm_psock *kcm_tx_reserve(struct kcm_sock *kcm)
+{
+	struct kcm_psock *psock;
+
+	sock_owned_by_me(&kcm->sk);
+	psock = READ_ONCE(kcm->tx_psock);
+	if (psock)
+		return psock;
+
+	spin_lock_bh(&kcm->mux->lock);
+	psock = __kcm_tx_reserve(kcm);
+	spin_unlock_bh(&kcm->mux->lock);
+	return psock;
+}
+
+/* Context: lock_sock(kcm) held; takes mux->lock.  Queue drained. */
+static void kcm_tx_release(struct kcm_sock *kcm)
+{
+	sock_owned_by_me(&kcm->sk);
+	if (!READ_ONCE(kcm->tx_psock))
+		return;
+
+	spin_lock_bh(&kcm->mux->lock);
+	__kcm_tx_unreserve(kcm);
+	spin_unlock_bh(&kcm->mux->lock);
+}
+
+/*
+ * At a message boundary, after a quantum of bytes, let the first waiting
+ * socket have the psock and queue up behind it.
+ *
+ * Context: lock_sock(kcm) held; takes mux->lock.
+ */
+static void kcm_tx_maybe_yield(struct kcm_sock *kcm)
+{
+	struct kcm_mux *mux = kcm->mux;
+
+	if (kcm->tx_sent < KCM_TX_QUANTUM ||
+	    list_empty_careful(&mux->tx_waiters))
+		return;
+
+	spin_lock_bh(&mux->lock);
+	if (!list_empty(&mux->tx_waiters)) {
+		__kcm_tx_unreserve(kcm);
+		__kcm_tx_reserve(kcm);
+	}
+	spin_unlock_bh(&mux->lock);
+	kcm->tx_sent = 0;
+}
+
+/* ---- writing to TCP ---------------------------------------------------- */
+
+/* Context: any.  Bytes of @skb itself, without its frag_list. */
+static unsigned int kcm_tx_own_len(const struct sk_buff *skb)
+{
+	unsigned int len = skb_headlen(skb);
+	int i;
+
+	for (i = 0; i < skb_shinfo(skb)->nr_frags; i++)
+		len += skb_frag_size(&skb_shinfo(skb)->frags[i]);
+	return len;
+}
+
+/*
+ * Write one piece of @skb's own data, from @off on, to the TCP socket: the
+ * rest of its linear part or of one page fragment.  MSG_MORE is added
+ * when data follows the piece (@tail bytes follow @skb's own data).
+ *
+ * Context: lock_sock(csk) held.
+ * Return: bytes written, or a negative errno.
+ */
+static int kcm_tx_send_piece(struct sock *csk, struct sk_buff *skb,
+			     unsigned int off, unsigned int tail, int flags)
+{
+	unsigned int headlen = skb_headlen(skb), own = kcm_tx_own_len(skb);
+	struct msghdr msg = { };
+	struct kvec kv;
+	skb_frag_t *frag;
+	int i;
+
+	if (off < headlen) {
+		kv.iov_base = skb->data + off;
+		kv.iov_len = headlen - off;
+		if (tail || headlen < own)
+			flags |= MSG_MORE;
+		msg.msg_flags = flags;
+		return kernel_sendmsg_locked(csk, &msg, &kv, 1, kv.iov_len);
+	}
+	off -= headlen;
+	own -= headlen;
+	for (i = 0; i < skb_shinfo(skb)->nr_frags; i++) {
+		frag = &skb_shinfo(skb)->frags[i];
+		own -= skb_frag_size(frag);
+		if (off >= skb_frag_size(frag)) {
+			off -= skb_frag_size(frag);
+			continue;
+		}
+		if (tail || own)
+			flags |= MSG_MORE;
+		return kernel_sendpage_locked(csk, skb_frag_page(frag),
+					      skb_frag_off(frag) + off,
+					      skb_frag_size(frag) - off, flags);
+	}
+	return -EINVAL;
+}
+
+/*
+ * Write the message @head from @offset on until it is all written or TCP
+ * has no room.  With @more (another message follows), the last piece
+ * carries MSG_MORE too.
+ *
+ * Context: lock_sock(csk) held.
+ * Return: 0 when the whole message is written, -EAGAIN, or an errno.
+ */
+static int kcm_tx_send_msg(struct sock *csk, struct sk_buff *head,
+			   unsigned int *offset, bool more)
+{
+	int flags = MSG_DONTWAIT | MSG_NOSIGNAL | (more ? MSG_MORE : 0);
+	struct sk_buff *skb = head;
+	unsigned int start = 0, len;
+	int ret;
+
+	while (*offset < head->len) {
+		len = kcm_tx_own_len(skb);
+		if (*offset >= start + len) {
+			start += len;
+			skb = skb == head ? skb_shinfo(head)->frag_list :
+					    skb->next;
+			if (WARN_ON_ONCE(!skb))
+				return -EINVAL;
+			continue;
+		}
+		ret = kcm_tx_send_piece(csk, skb, *offset - start,
+					head->len - start - len, flags);
+		if (ret <= 0)
+			return ret ? ret : -EAGAIN;
+		*offset += ret;
+	}
+	return 0;
+}
+
+/* Context: lock_sock(kcm) held; @psock is reserved to @kcm. */
+static int kcm_tx_write(struct kcm_sock *kcm, struct kcm_psock *psock,
+			struct sk_buff *skb, bool more)
+{
+	struct sock *csk = psock->sk;
+	unsigned int before = kcm->tx_offset;
+	int err;
+
+	lock_sock(csk);
+	err = kcm_tx_send_msg(csk, skb, &kcm->tx_offset, more);
+	release_sock(csk);
+	kcm->tx_sent += kcm->tx_offset - before;
+	return err;
+}
+
+/* Context: any.  Posts a transmit error on the TCP socket. */
+static void kcm_tx_post_error(struct sock *csk, int err)
+{
+	if (!READ_ONCE(csk->sk_err)) {
+		WRITE_ONCE(csk->sk_err, -err);
+		sk_error_report(csk);
+	}
+}
+
+/*
+ * Writing to @psock failed: stop transmitting on it, tell its TCP socket,
+ * and send the message again from the start on another psock.
+ *
+ * Context: lock_sock(kcm) held; takes mux->lock.
+ */
+static void kcm_tx_fail(struct kcm_sock *kcm, struct kcm_psock *psock,
+			int err)
+{
+	struct kcm_mux *mux = kcm->mux;
+
+	kcm_tx_post_error(psock->sk, err);
+	kcm_stat_add(&psock->stats.tx_aborts, 1);
+	spin_lock_bh(&mux->lock);
+	WRITE_ONCE(psock->tx_stopped, true);
+	psock->tx_kcm = NULL;
+	WRITE_ONCE(kcm->tx_psock, NULL);
+	mux->tx_stats.tx_retries++;
+	spin_unlock_bh(&mux->lock);
+	kcm->tx_offset = 0;
+}
+
+/* Context: lock_sock(kcm) held.  The first queued message is written. */
+static void kcm_tx_done(struct kcm_sock *kcm, struct kcm_psock *psock,
+			struct sk_buff *skb)
+{
+	__skb_unlink(skb, &kcm->sk.sk_write_queue);
+	kcm->tx_offset = 0;
+	kcm_stat_add(&kcm->stats.tx_msgs, 1);
+	kcm_stat_add(&kcm->stats.tx_bytes, skb->len);
+	kcm_stat_add(&psock->stats.tx_msgs, 1);
+	kcm_stat_add(&psock->stats.tx_bytes, skb->len);
+	consume_skb(skb);
+}
+
+/*
+ * Write queued messages until the queue is empty, TCP is full or no psock
+ * is free.
+ *
+ * Context: lock_sock(kcm) held, process context.
+ */
+static void kcm_tx_push(struct kcm_sock *kcm)
+{
+	struct sk_buff_head *queue = &kcm->sk.sk_write_queue;
+	struct kcm_psock *psock;
+	struct sk_buff *skb;
+	int err;
+
+	sock_owned_by_me(&kcm->sk);
+	while ((skb = skb_peek(queue))) {
+		psock = kcm_tx_reserve(kcm);
+		if (!psock)
+			return;
+
+		err = kcm_tx_write(kcm, psock, skb,
+				   !skb_queue_is_last(queue, skb));
+		if (err == -EAGAIN)
+			return;
+		if (err) {
+			kcm_tx_fail(kcm, psock, err);
+			continue;
+		}
+		kcm_tx_done(kcm, psock, skb);
+		kcm_tx_maybe_yield(kcm);
+	}
+	kcm_tx_release(kcm);
+}
+
+/* Context: process context (workqueue). */
+static void kcm_tx_work(struct work_struct *work)
+{
+	struct kcm_sock *kcm = container_of(work, struct kcm_sock, tx_work);
+
+	lock_sock(&kcm->sk);
+	if (!kcm->tx_closing)
+		kcm_tx_push(kcm);
+	release_sock(&kcm->sk);
+}
+
+/* ---- TCP callbacks ----------------------------------------------------- */
+
+/* Context: softirq or process; takes mux->lock.  Who waits on @psock? */
+static void kcm_psock_tx_wake(struct kcm_psock *psock)
+{
+	struct kcm_mux *mux = psock->mux;
+
+	spin_lock_bh(&mux->lock);
+	if (psock->tx_orphan)
+		queue_work(system_wq, &psock->tx_work);
+	else if (psock->tx_kcm)
+		kcm_tx_kick(psock->tx_kcm);
+	spin_unlock_bh(&mux->lock);
+}
+
+/**
+ * kcm_psock_write_space() - sk_write_space of an attached TCP socket
+ * @csk: the TCP socket
+ *
+ * Context: softirq or process context.
+ */
+void kcm_psock_write_space(struct sock *csk)
+{
+	struct kcm_psock *psock;
+
+	read_lock_bh(&csk->sk_callback_lock);
+	rcu_read_lock();
+	psock = rcu_dereference_sk_user_data(csk);
+	rcu_read_unlock();
+	if (likely(psock))
+		kcm_psock_tx_wake(psock);
+	read_unlock_bh(&csk->sk_callback_lock);
+}
+
+/**
+ * kcm_psock_state_change() - sk_state_change of an attached TCP socket
+ * @csk: the TCP socket
+ *
+ * A broken connection is found by the next write to it; wake the writer
+ * so that a message waiting for room fails over at once.
+ *
+ * Context: softirq or process context.
+ */
+void kcm_psock_state_change(struct sock *csk)
+{
+	struct kcm_psock *psock;
+
+	read_lock_bh(&csk->sk_callback_lock);
+	rcu_read_lock();
+	psock = rcu_dereference_sk_user_data(csk);
+	rcu_read_unlock();
+	if (likely(psock)) {
+		kcm_psock_tx_wake(psock);
+		psock->saved_state_change(csk);
+	}
+	read_unlock_bh(&csk->sk_callback_lock);
+}
+
+/* Context: process context (workqueue).  Finishes an orphaned message. */
+static void kcm_psock_tx_work(struct work_struct *work)
+{
+	struct kcm_psock *psock = container_of(work, struct kcm_psock,
+					       tx_work);
+	struct kcm_mux *mux = psock->mux;
+	struct sock *csk = psock->sk;
+	struct sk_buff *skb;
+	int err;
+
+	lock_sock(csk);
+	skb = psock->tx_orphan;
+	if (!skb) {
+		release_sock(csk);
+		return;
+	}
+	err = kcm_tx_send_msg(csk, skb, &psock->tx_orphan_off, false);
+	if (!err) {
+		kcm_stat_add(&psock->stats.tx_msgs, 1);
+		kcm_stat_add(&psock->stats.tx_bytes, skb->len);
+	} else if (err != -EAGAIN) {
+		kcm_stat_add(&psock->stats.tx_aborts, 1);
+		kcm_tx_post_error(csk, err);
+	}
+	release_sock(csk);
+	if (err == -EAGAIN)
+		return;
+
+	spin_lock_bh(&mux->lock);
+	psock->tx_orphan = NULL;
+	if (err)
+		WRITE_ONCE(psock->tx_stopped, true);
+	__kcm_tx_psock_ready(mux, psock);
+	spin_unlock_bh(&mux->lock);
+	kfree_skb(skb);
+}
+
+/**
+ * kcm_psock_tx_init() - set up the transmit side of a new psock
+ * @psock: a psock not attached yet
+ *
+ * Context: any.
+ */
+void kcm_psock_tx_init(struct kcm_psock *psock)
+{
+	INIT_LIST_HEAD(&psock->tx_node);
+	INIT_WORK(&psock->tx_work, kcm_psock_tx_work);
+}
+
+/**
+ * kcm_psock_tx_detach() - stop transmitting on a psock being unattached
+ * @psock: a psock whose TCP callbacks are restored
+ *
+ * A KCM socket that has the psock reserved loses it and sends its
+ * current message again, whole, on another psock.
+ *
+ * Context: process context, mux->psock_mutex held; takes lock_sock() of
+ * the reserving KCM socket and mux->lock.
+ */
+void kcm_psock_tx_detach(struct kcm_psock *psock)
+{
+	struct kcm_mux *mux = psock->mux;
+	struct kcm_sock *kcm;
+
+	lockdep_assert_held(&mux->psock_mutex);
+	spin_lock_bh(&mux->lock);
+	WRITE_ONCE(psock->tx_stopped, true);
+	list_del_init(&psock->tx_node);
+	kcm = psock->tx_kcm;
+	if (kcm)
+		sock_hold(&kcm->sk);
+	spin_unlock_bh(&mux->lock);
+
+	if (kcm) {
+		lock_sock(&kcm->sk);
+		spin_lock_bh(&mux->lock);
+		if (psock->tx_kcm == kcm) {
+			mux->tx_stats.tx_unattach_rsvd++;
+			if (kcm->tx_offset) {
+				mux->tx_stats.tx_retries++;
+				kcm_stat_add(&psock->stats.tx_aborts, 1);
+			}
+			psock->tx_kcm = NULL;
+			WRITE_ONCE(kcm->tx_psock, NULL);
+			kcm->tx_offset = 0;
+			kcm_tx_kick(kcm);
+		}
+		spin_unlock_bh(&mux->lock);
+		release_sock(&kcm->sk);
+		sock_put(&kcm->sk);
+	}
+
+	cancel_work_sync(&psock->tx_work);
+	if (psock->tx_orphan) {
+		kcm_stat_add(&psock->stats.tx_aborts, 1);
+		kfree_skb(psock->tx_orphan);
+		psock->tx_orphan = NULL;
+	}
+}
+
+/* ---- building messages -------------------------------------------------- */
+
+/* Context: lock_sock(kcm) held.  Room for @len more bytes? */
+static bool kcm_tx_has_room(struct kcm_sock *kcm, size_t len)
+{
+	struct sock *sk = &kcm->sk;
+
+	/* A message may exceed the send buffer when nothing else waits. */
+	if (skb_queue_empty_lockless(&sk->sk_write_queue))
+		return true;
+
+	return sk_wmem_alloc_get(sk) + len <= READ_ONCE(sk->sk_sndbuf);
+}
+
+/*
+ * Wait until @len more bytes may be queued.  Queued messages are pushed
+ * first, so that the wait can end.
+ *
+ * Context: lock_sock(kcm) held; dropped while sleeping.
+ */
+static int kcm_tx_wait_room(struct kcm_sock *kcm, size_t len, long *timeo)
+{
+	DEFINE_WAIT_FUNC(wait, woken_wake_function);
+	struct sock *sk = &kcm->sk;
+
+	while (!kcm_tx_has_room(kcm, len)) {
+		kcm_tx_push(kcm);
+		if (kcm_tx_has_room(kcm, len))
+			break;
+		if (sk->sk_err)
+			return sock_error(sk);
+		if (!*timeo)
+			return -EAGAIN;
+		if (signal_pending(current))
+			return sock_intr_errno(*timeo);
+
+		sk_set_bit(SOCKWQ_ASYNC_NOSPACE, sk);
+		set_bit(SOCK_NOSPACE, &sk->sk_socket->flags);
+		add_wait_queue(sk_sleep(sk), &wait);
+		sk_wait_event(sk, timeo, kcm_tx_has_room(kcm, len) ||
+			      READ_ONCE(sk->sk_err), &wait);
+		remove_wait_queue(sk_sleep(sk), &wait);
+	}
+	return 0;
+}
+
+/* Context: process context.  An empty chunk of @size bytes. */
+static struct sk_buff *kcm_tx_alloc_chunk(unsigned int size)
+{
+	struct sk_buff *skb;
+	int err;
+
+	if (size <= KCM_TX_LINEAR) {
+		skb = alloc_skb(size, GFP_KERNEL);
+		if (skb)
+			skb_put(skb, size);
+		return skb;
+	}
+	skb = alloc_skb_with_frags(0, size, PAGE_ALLOC_COSTLY_ORDER, &err,
+				   GFP_KERNEL);
+	if (skb) {
+		skb->len = size;
+		skb->data_len = size;
+	}
+	return skb;
+}
+
+/*
+ * Link @chunk behind the last skb of the message @head.
+ *
+ * Context: lock_sock(kcm) held; @head is charged to the socket.
+ */
+static void kcm_tx_link(struct sock *sk, struct sk_buff *head,
+			struct sk_buff *chunk)
+{
+	struct sk_buff *last = skb_shinfo(head)->frag_list;
+
+	if (!last) {
+		skb_shinfo(head)->frag_list = chunk;
+	} else {
+		while (last->next)
+			last = last->next;
+		last->next = chunk;
+	}
+	head->len += chunk->len;
+	head->data_len += chunk->len;
+	head->truesize += chunk->truesize;
+	refcount_add(chunk->truesize, &sk->sk_wmem_alloc);
+}
+
+/* Context: lock_sock(kcm) held.  A new message becomes kcm->tx_partial. */
+static void kcm_tx_start(struct kcm_sock *kcm, struct sk_buff *head)
+{
+	memset(head->cb, 0, sizeof(head->cb));
+	skb_set_owner_w(head, &kcm->sk);
+	kcm->tx_partial = head;
+}
+
+/*
+ * Copy @len bytes from @from into new chunks and add them to the message
+ * being built.  On failure nothing is added.
+ *
+ * Context: lock_sock(kcm) held, process context.
+ */
+static int kcm_tx_copy(struct kcm_sock *kcm, struct iov_iter *from,
+		       size_t len)
+{
+	struct sk_buff_head chunks;
+	struct sk_buff *chunk;
+	size_t done = 0;
+	unsigned int n;
+
+	__skb_queue_head_init(&chunks);
+	while (done < len) {
+		n = min_t(size_t, len - done, KCM_TX_CHUNK);
+		chunk = kcm_tx_alloc_chunk(n);
+		if (!chunk)
+			goto fail_mem;
+		__skb_queue_tail(&chunks, chunk);
+		if (skb_copy_datagram_from_iter(chunk, 0, from, n))
+			goto fail_fault;
+		done += n;
+	}
+
+	while ((chunk = __skb_dequeue(&chunks))) {
+		if (!kcm->tx_partial)
+			kcm_tx_start(kcm, chunk);
+		else
+			kcm_tx_link(&kcm->sk, kcm->tx_partial, chunk);
+	}
+	return 0;
+
+fail_mem:
+	__skb_queue_purge(&chunks);
+	return -ENOMEM;
+fail_fault:
+	__skb_queue_purge(&chunks);
+	return -EFAULT;
+}
+
+/* Context: lock_sock(kcm) held.  The message being built is complete. */
+static void kcm_tx_end(struct kcm_sock *kcm)
+{
+	if (!kcm->tx_partial)
+		return;
+
+	__skb_queue_tail(&kcm->sk.sk_write_queue, kcm->tx_partial);
+	kcm->tx_partial = NULL;
+}
+
+/* Context: lock_sock(kcm) held.  May @len more bytes join the message? */
+static int kcm_tx_check_size(struct kcm_sock *kcm, size_t len)
+{
+	size_t have = kcm->tx_partial ? kcm->tx_partial->len : 0;
+
+	if (len > KCM_TX_MAX_MSG || have + len > KCM_TX_MAX_MSG)
+		return -EMSGSIZE;
+	return 0;
+}
+
+/**
+ * kcm_sendmsg() - add to or end a message
+ * @sock: a KCM socket
+ * @msg: the data; MSG_MORE (DGRAM) or the absence of MSG_EOR (SEQPACKET)
+ *	keeps the message open, MSG_BATCH defers transmission
+ * @len: bytes in @msg
+ *
+ * Context: process context, may sleep.
+ * Return: @len, or a negative errno with nothing added to the message.
+ */
+int kcm_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
+{
+	struct sock *sk = sock->sk;
+	struct kcm_sock *kcm = kcm_sk(sk);
+	int flags = msg->msg_flags;
+	bool eor;
+	long timeo;
+	int err;
+
+	if (flags & MSG_OOB)
+		return -EOPNOTSUPP;
+
+	eor = sock->type == SOCK_DGRAM ? !(flags & MSG_MORE) :
+					  !!(flags & MSG_EOR);
+	timeo = sock_sndtimeo(sk, flags & MSG_DONTWAIT);
+	lock_sock(sk);
+	err = sock_error(sk);
+	if (!err)
+		err = kcm_tx_check_size(kcm, len);
+	if (!err && len)
+		err = kcm_tx_wait_room(kcm, len, &timeo);
+	if (!err && len)
+		err = kcm_tx_copy(kcm, &msg->msg_iter, len);
+	if (err)
+		goto out;
+
+	if (eor) {
+		kcm_tx_end(kcm);
+		if (!(flags & MSG_BATCH))
+			kcm_tx_push(kcm);
+	}
+	err = len;
+out:
+	release_sock(sk);
+	return err;
+}
+
+/* Context: lock_sock(kcm) held.  Adds a reference to @page as a chunk. */
+static int kcm_tx_add_page(struct kcm_sock *kcm, struct page *page,
+			   int offset, size_t size)
+{
+	struct sk_buff *chunk = alloc_skb(0, GFP_KERNEL);
+
+	if (!chunk)
+		return -ENOMEM;
+
+	get_page(page);
+	skb_fill_page_desc(chunk, 0, page, offset, size);
+	skb_shinfo(chunk)->flags |= SKBFL_SHARED_FRAG;
+	chunk->len = size;
+	chunk->data_len = size;
+	chunk->truesize += size;
+	if (!kcm->tx_partial)
+		kcm_tx_start(kcm, chunk);
+	else
+		kcm_tx_link(&kcm->sk, kcm->tx_partial, chunk);
+	return 0;
+}
+
+/**
+ * kcm_sendpage() - add a page reference to a message, without copying
+ * @sock: a KCM socket
+ * @page: the page
+ * @offset: where the data starts in @page
+ * @size: bytes
+ * @flags: MSG_MORE or MSG_SENDPAGE_NOTLAST keep the message open (for
+ *	both socket types), MSG_BATCH defers transmission
+ *
+ * Context: process context, may sleep.
+ * Return: @size, or a negative errno.
+ */
+ssize_t kcm_sendpage(struct socket *sock, struct page *page, int offset,
+		     size_t size, int flags)
+{
+	struct sock *sk = sock->sk;
+	struct kcm_sock *kcm = kcm_sk(sk);
+	long timeo;
+	int err;
+
+	if (flags & MSG_OOB)
+		return -EOPNOTSUPP;
+
+	timeo = sock_sndtimeo(sk, flags & MSG_DONTWAIT);
+	lock_sock(sk);
+	err = sock_error(sk);
+	if (!err)
+		err = kcm_tx_check_size(kcm, size);
+	if (!err && size)
+		err = kcm_tx_wait_room(kcm, size, &timeo);
+	if (!err && size)
+		err = kcm_tx_add_page(kcm, page, offset, size);
+	if (err)
+		goto out;
+
+	if (!(flags & (MSG_MORE | MSG_SENDPAGE_NOTLAST))) {
+		kcm_tx_end(kcm);
+		if (!(flags & MSG_BATCH))
+			kcm_tx_push(kcm);
+	}
+	err = size;
+out:
+	release_sock(sk);
+	return err;
+}
+
+/**
+ * kcm_sock_tx_init() - set up the transmit side of a new KCM socket
+ * @kcm: the socket
+ *
+ * Context: any.
+ */
+void kcm_sock_tx_init(struct kcm_sock *kcm)
+{
+	INIT_LIST_HEAD(&kcm->tx_wait_node);
+	INIT_WORK(&kcm->tx_work, kcm_tx_work);
+}
+
+/*
+ * A closing socket's half-written message is finished by the psock, so
+ * that the connection never carries a torn message.
+ *
+ * Context: lock_sock(kcm) and mux->lock held.
+ */
+static void __kcm_tx_orphan(struct kcm_sock *kcm, struct kcm_psock *psock)
+{
+	struct sk_buff *skb = __skb_dequeue(&kcm->sk.sk_write_queue);
+
+	skb_orphan(skb);
+	psock->tx_orphan = skb;
+	psock->tx_orphan_off = kcm->tx_offset;
+	kcm->tx_offset = 0;
+	queue_work(system_wq, &psock->tx_work);
+}
+
+/**
+ * kcm_tx_sock_leave() - a closing socket gives up its psock and its queue
+ * @kcm: a socket being released
+ *
+ * Messages not yet written are dropped and counted (tx_dropped); a message
+ * already partly written is finished first.
+ *
+ * Context: lock_sock(kcm) held; takes mux->lock.
+ */
+void kcm_tx_sock_leave(struct kcm_sock *kcm)
+{
+	struct sock *sk = &kcm->sk;
+	struct kcm_mux *mux = kcm->mux;
+	struct kcm_psock *psock;
+	unsigned int dropped;
+
+	sock_owned_by_me(sk);
+	kcm->tx_closing = true;
+	spin_lock_bh(&mux->lock);
+	if (kcm->tx_waiting) {
+		list_del_init(&kcm->tx_wait_node);
+		kcm->tx_waiting = false;
+	}
+	psock = kcm->tx_psock;
+	if (psock && kcm->tx_offset) {
+		__kcm_tx_orphan(kcm, psock);
+		WRITE_ONCE(kcm->tx_psock, NULL);
+		psock->tx_kcm = NULL;
+	}
+	__kcm_tx_unreserve(kcm);
+	dropped = skb_queue_len(&sk->sk_write_queue) + !!kcm->tx_partial;
+	mux->tx_stats.tx_dropped += dropped;
+	spin_unlock_bh(&mux->lock);
+
+	__skb_queue_purge(&sk->sk_write_queue);
+	kfree_skb(kcm->tx_partial);
+	kcm->tx_partial = NULL;
+}
+
+/**
+ * kcm_tx_sock_flush_work() - wait for the transmit work of a closed socket
+ * @kcm: a socket that went through kcm_tx_sock_leave()
+ *
+ * Context: process context, lock_sock(kcm) not held.
+ */
+void kcm_tx_sock_flush_work(struct kcm_sock *kcm)
+{
+	cancel_work_sync(&kcm->tx_work);
+}
