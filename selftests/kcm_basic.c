@@ -484,22 +484,4 @@ TEST(unknown_ioctl)
 	close(fd);
 }
 
-/*
- * Until the transmit path lands, sending says so with EOPNOTSUPP instead
- * of pretending to work.
- */
-TEST_DIFFERS(send_not_yet,
-	     "interim: send is EOPNOTSUPP until the transmit path lands")
-{
-	char buf[4] = "abc";
-	int fd = kcm_socket(SOCK_DGRAM);
-
-	ASSERT_GE(fd, 0);
-	ASSERT_ERRNO(send(fd, buf, sizeof(buf), MSG_DONTWAIT), EOPNOTSUPP);
-	ASSERT_ERRNO(write(fd, buf, sizeof(buf)), EOPNOTSUPP);
-	/* Receiving works: nothing is there yet. */
-	ASSERT_ERRNO(recv(fd, buf, sizeof(buf), MSG_DONTWAIT), EAGAIN);
-	close(fd);
-}
-
 KCM_TEST_MAIN

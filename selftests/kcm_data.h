@@ -244,6 +244,16 @@ static inline int kcm_poll1(int fd, short events, int ms)
 	return p.revents;
 }
 
+/* Waits for child @pid; returns its exit status, or -1. */
+static inline int kcm_wait_child(pid_t pid)
+{
+	int status;
+
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
+}
+
 /* Polls @fd until SO_ERROR is set or @ms pass; returns SO_ERROR. */
 static inline int kcm_wait_so_error(int fd, int ms)
 {

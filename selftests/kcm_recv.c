@@ -135,7 +135,7 @@ TEST(recv_coalesced)
  * middle of a later segment.
  */
 TEST_DIFFERS(recv_straddling,
-	     "the parser sees the segment, not the message: load_word(skb, 0) reads the wrong bytes")
+	     "the parser sees the segment, not the message: load_word(skb, 0) mis-frames")
 {
 	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
 	char buf[4 * 64];
@@ -585,7 +585,7 @@ TEST_DIFFERS(small_message_charge,
 
 /* Four connections into one socket: each connection's order is kept. */
 TEST_DIFFERS(many_connections,
-	     "upstream stops delivering here (a few thousand messages in): messages straddle segments")
+	     "upstream stops delivering a few thousand messages in: they straddle segments")
 {
 	enum { CONNS = 4, MSGS = 2000 };
 	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_parser_len4();
@@ -690,7 +690,9 @@ TEST(proc_counts_rx)
 		const char *s = line + strspn(line, " ");
 
 		if (!strncmp(s, "kcm-", 4) || !strncmp(s, "psock-", 6)) {
-			ASSERT_EQ(sscanf(s, "%*s %d %d", &msgs, &bytes), 2);
+			int got = sscanf(s, "%*s %d %d", &msgs, &bytes);
+
+			ASSERT_EQ(got, 2);
 			EXPECT_EQ(msgs, 7);
 			EXPECT_EQ(bytes, 7 * 14);
 			n++;

@@ -67,10 +67,11 @@ if cp=$(checkpatch); then
 	"$cp" --strict --no-tree --terse --show-types --quiet --no-summary -f \
 		"${kernel_c[@]}" Kconfig 2>&1 | grep -v "$git_noise" >"$out"
 	report "checkpatch --strict (kernel)" "${PIPESTATUS[0]}"
-	# User space: kernel style, but printf-style TAP macros and plain C
-	# library calls are expected there.
+	# User space: kernel style, but printf-style TAP macros, plain C
+	# library calls and <stdint.h> types are expected there, and BIT()
+	# does not exist.
 	"$cp" --strict --no-tree --terse --show-types --quiet --no-summary \
-		--ignore MACRO_ARG_REUSE,COMPLEX_MACRO,MACRO_WITH_FLOW_CONTROL,PREFER_DEFINED_ATTRIBUTE_MACRO,NEW_TYPEDEFS \
+		--ignore MACRO_ARG_REUSE,COMPLEX_MACRO,MACRO_WITH_FLOW_CONTROL,PREFER_DEFINED_ATTRIBUTE_MACRO,NEW_TYPEDEFS,PREFER_KERNEL_TYPES,BIT_MACRO \
 		-f "${user_c[@]}" 2>&1 | grep -v "$git_noise" >"$out"
 	report "checkpatch --strict (tools, selftests)" "${PIPESTATUS[0]}"
 else

@@ -1,0 +1,542 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * KCM transmit path: message boundaries for both socket types, batching,
+ * large messages, copy faults, backpressure and poll, many senders over
+ * few connections, failover, unattach while reserved, close, sendfile and
+ * request/response on one mux.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/uio.h>
+
+#include "kcm_data.h"
+
+#define BIG	(16 << 20)
+
+static char sbuf[1 << 20];
+
+/* A KCM socket of @type with the TCP socket @local attached. */
+static int kcm_with_tcp(int type, int *peer, int *local)
+{
+	int kcm = kcm_socket(type), prog = kcm_parser_len4();
+
+	ASSERT_GE(kcm, 0);
+	ASSERT_GE(prog, 0);
+	ASSERT_OK(kcm_tcp_pair(peer, local));
+	ASSERT_OK(kcm_attach(kcm, *local, prog));
+	close(prog);
+	kcm_set_timeo(*peer, SO_RCVTIMEO, 10000);
+	return kcm;
+}
+
+static int read_full(int fd, char *buf, size_t len)
+{
+	while (len) {
+		ssize_t n = read(fd, buf, len);
+
+		if (n <= 0)
+			return -1;
+		buf += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/* Reads one length-prefixed message from a TCP stream; returns its seq. */
+static long tcp_read_msg(int fd, char *buf, size_t cap)
+{
+	uint32_t hdr;
+	size_t plen;
+
+	if (read_full(fd, buf, KCM_HDR))
+		return -2;
+	memcpy(&hdr, buf, KCM_HDR);
+	plen = ntohl(hdr);
+	if (plen + KCM_HDR > cap || read_full(fd, buf + KCM_HDR, plen))
+		return -3;
+	return kcm_msg_check(buf, KCM_HDR + plen);
+}
+
+static ssize_t send_msg(int fd, size_t plen, uint32_t seq, int flags)
+{
+	size_t len = kcm_msg_build(sbuf, plen, seq);
+
+	return send(fd, sbuf, len, flags);
+}
+
+TEST(send_dgram)
+{
+	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+	static const size_t sizes[] = { 0, 4, 100, 3000, 70000 };
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(sizes); i++)
+		ASSERT_EQ(send_msg(kcm, sizes[i], sizes[i] >= 4 ? i : 0, 0),
+			  KCM_HDR + sizes[i]);
+	for (i = 0; i < ARRAY_SIZE(sizes); i++)
+		ASSERT_EQ(tcp_read_msg(peer, sbuf, sizeof(sbuf)),
+			  sizes[i] >= 4 ? i : 0);
+	close(kcm);
+}
+
+/* MSG_MORE keeps a DGRAM message open; write() ends a SEQPACKET one. */
+TEST(send_pieces)
+{
+	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+	int peer2, local2, kcm2 = kcm_with_tcp(SOCK_SEQPACKET, &peer2, &local2);
+	char msg[200];
+	size_t len = kcm_msg_build(msg, 150, 42);
+
+	ASSERT_EQ(send(kcm, msg, 10, MSG_MORE), 10);
+	ASSERT_EQ(send(kcm, msg + 10, 0, MSG_MORE), 0);
+	ASSERT_EQ(send(kcm, msg + 10, 90, MSG_MORE), 90);
+	ASSERT_ERRNO(recv(peer, sbuf, 1, MSG_DONTWAIT), EAGAIN);
+	ASSERT_EQ(send(kcm, msg + 100, len - 100, 0), len - 100);
+	ASSERT_EQ(tcp_read_msg(peer, sbuf, sizeof(sbuf)), 42);
+
+	ASSERT_EQ(send(kcm2, msg, 50, 0), 50);
+	ASSERT_EQ(send(kcm2, msg + 50, 50, MSG_MORE), 50);
+	usleep(50000);
+	ASSERT_ERRNO(recv(peer2, sbuf, 1, MSG_DONTWAIT), EAGAIN);
+	ASSERT_EQ(write(kcm2, msg + 100, len - 100), len - 100);
+	ASSERT_EQ(tcp_read_msg(peer2, sbuf, sizeof(sbuf)), 42);
+	close(kcm);
+	close(kcm2);
+}
+
+/* MSG_BATCH holds messages back until the batch ends. */
+TEST(send_batch)
+{
+	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+	struct mmsghdr mm[8];
+	struct iovec iov[8];
+	static char bufs[8][64];
+	int i;
+
+	for (i = 0; i < 3; i++)
+		ASSERT_EQ(send_msg(kcm, 20, i, MSG_BATCH), KCM_HDR + 20);
+	usleep(50000);
+	ASSERT_ERRNO(recv(peer, sbuf, 1, MSG_DONTWAIT), EAGAIN);
+	/* An empty end of record flushes the batch. */
+	ASSERT_EQ(send(kcm, NULL, 0, 0), 0);
+	for (i = 0; i < 3; i++)
+		ASSERT_EQ(tcp_read_msg(peer, sbuf, sizeof(sbuf)), i);
+
+	memset(mm, 0, sizeof(mm));
+	for (i = 0; i < 8; i++) {
+		iov[i].iov_base = bufs[i];
+		iov[i].iov_len = kcm_msg_build(bufs[i], 30, 10 + i);
+		mm[i].msg_hdr.msg_iov = &iov[i];
+		mm[i].msg_hdr.msg_iovlen = 1;
+	}
+	ASSERT_EQ(sendmmsg(kcm, mm, 8, 0), 8);
+	for (i = 0; i < 8; i++) {
+		ASSERT_EQ(mm[i].msg_len, KCM_HDR + 30);
+		ASSERT_EQ(tcp_read_msg(peer, sbuf, sizeof(sbuf)), 10 + i);
+	}
+	close(kcm);
+}
+
+TEST(send_writev)
+{
+	int peer, local, kcm = kcm_with_tcp(SOCK_SEQPACKET, &peer, &local);
+	char msg[300];
+	size_t len = kcm_msg_build(msg, 290, 77);
+	struct iovec iov[3] = {
+		{ msg, 1 }, { msg + 1, 200 }, { msg + 201, len - 201 },
+	};
+
+	ASSERT_EQ(writev(kcm, iov, 3), len);
+	ASSERT_EQ(tcp_read_msg(peer, sbuf, sizeof(sbuf)), 77);
+	close(kcm);
+}
+
+/* A 16 MB message, byte exact, far beyond SO_SNDBUF. */
+TEST(send_16mb)
+{
+	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+	char *msg = malloc(BIG), *in = malloc(BIG);
+	size_t len;
+	pid_t pid;
+
+	ASSERT_TRUE(msg && in);
+	len = kcm_msg_build(msg, BIG - KCM_HDR, 5);
+	pid = fork();
+	ASSERT_GE(pid, 0);
+	if (!pid) {
+		if (read_full(peer, in, len) || memcmp(in, msg, len))
+			_exit(1);
+		_exit(0);
+	}
+	ASSERT_EQ(send(kcm, msg, len, 0), len);
+	ASSERT_EQ(kcm_wait_child(pid), 0);
+	close(kcm);
+}
+
+/* A fault while copying leaves nothing behind, not even charged memory. */
+static void copy_fault_variant(int type, size_t first_len, int start_more)
+{
+	int peer, local, kcm = kcm_with_tcp(type, &peer, &local);
+	static char first[70000];
+	struct iovec iov[2] = { { first, first_len }, { (void *)8, 1000 } };
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2 };
+	int i, sndbuf = 65536, eor = type == SOCK_SEQPACKET ? MSG_EOR : 0;
+	char msg[100];
+	size_t len = kcm_msg_build(msg, 90, 3);
+
+	ASSERT_OK(setsockopt(kcm, SOL_SOCKET, SO_SNDBUF, &sndbuf,
+			     sizeof(sndbuf)));
+	if (start_more)
+		ASSERT_EQ(send(kcm, msg, 10, MSG_MORE), 10);
+	for (i = 0; i < 100; i++)
+		ASSERT_ERRNO(sendmsg(kcm, &mh, MSG_DONTWAIT | eor), EFAULT);
+	/* Nothing of the failed calls joined the message. */
+	if (start_more)
+		ASSERT_EQ(send(kcm, msg + 10, len - 10, MSG_DONTWAIT | eor),
+			  len - 10);
+	else
+		ASSERT_EQ(send(kcm, msg, len, MSG_DONTWAIT | eor), len);
+	ASSERT_EQ(tcp_read_msg(peer, sbuf, sizeof(sbuf)), 3);
+	close(kcm);
+}
+
+TEST_DIFFERS(send_copy_fault,
+	     "a faulting send leaves half-built state: the next message arrives corrupted")
+{
+	copy_fault_variant(SOCK_DGRAM, 50, 0);
+	copy_fault_variant(SOCK_DGRAM, 20000, 0);
+	copy_fault_variant(SOCK_DGRAM, 20000, 1);
+	copy_fault_variant(SOCK_SEQPACKET, 60000, 0);
+	copy_fault_variant(SOCK_SEQPACKET, 5000, 1);
+}
+
+/* Without a psock messages wait; the send buffer pushes back. */
+TEST_DIFFERS(send_backpressure,
+	     "upstream always reports POLLOUT, even when send would return EAGAIN")
+{
+	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_parser_len4();
+	int sndbuf = 16384, n = 0, peer, local, i;
+	struct timeval t0, t1;
+
+	ASSERT_OK(setsockopt(kcm, SOL_SOCKET, SO_SNDBUF, &sndbuf,
+			     sizeof(sndbuf)));
+	EXPECT_TRUE(kcm_poll1(kcm, POLLOUT, 0) & POLLOUT);
+	while (send_msg(kcm, 200, n, MSG_DONTWAIT) > 0)
+		n++;
+	ASSERT_EQ(errno, EAGAIN);
+	ASSERT_GE(n, 4);
+	EXPECT_EQ(kcm_poll1(kcm, POLLOUT, 0) & POLLOUT, 0);
+
+	kcm_set_timeo(kcm, SO_SNDTIMEO, 200);
+	gettimeofday(&t0, NULL);
+	ASSERT_ERRNO(send_msg(kcm, 200, n, 0), EAGAIN);
+	gettimeofday(&t1, NULL);
+	EXPECT_GE((t1.tv_sec - t0.tv_sec) * 1000 +
+		  (t1.tv_usec - t0.tv_usec) / 1000, 150);
+
+	/* A connection appears: everything queued goes out, in order. */
+	ASSERT_OK(kcm_tcp_pair(&peer, &local));
+	kcm_set_timeo(peer, SO_RCVTIMEO, 5000);
+	ASSERT_OK(kcm_attach(kcm, local, prog));
+	for (i = 0; i < n; i++)
+		ASSERT_EQ(tcp_read_msg(peer, sbuf, sizeof(sbuf)), i);
+	ASSERT_TRUE(kcm_poll1(kcm, POLLOUT, 5000) & POLLOUT);
+	close(kcm);
+}
+
+/* Several senders on one socket never interleave their messages. */
+static int shared_fd;
+
+static void *sender_thread(void *arg)
+{
+	long id = (long)arg, i;
+	char msg[600];
+
+	for (i = 0; i < 500; i++) {
+		size_t len = kcm_msg_build(msg, 100 + (i % 400),
+					   (id << 16) | i);
+
+		if (send(shared_fd, msg, len, 0) != (ssize_t)len)
+			return (void *)1;
+	}
+	return NULL;
+}
+
+TEST(send_concurrent_one_socket)
+{
+	int peer, local, next[4] = { 0 }, i;
+	pthread_t th[4];
+	long seq;
+
+	shared_fd = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+	for (i = 0; i < 4; i++)
+		ASSERT_OK(-pthread_create(&th[i], NULL, sender_thread,
+					  (void *)(long)i));
+	for (i = 0; i < 4 * 500; i++) {
+		seq = tcp_read_msg(peer, sbuf, sizeof(sbuf));
+		ASSERT_GE(seq, 0);
+		ASSERT_EQ(seq & 0xffff, next[seq >> 16]);
+		next[seq >> 16]++;
+	}
+	for (i = 0; i < 4; i++) {
+		void *rc;
+
+		pthread_join(th[i], &rc);
+		ASSERT_TRUE(!rc);
+	}
+	close(shared_fd);
+}
+
+/* Four sending sockets over two connections: all of them get through. */
+TEST(send_many_over_few)
+{
+	enum { SENDERS = 4, MSGS = 1000 };
+	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_parser_len4();
+	int peer[2], local[2], fds[SENDERS], count[SENDERS] = { 0 }, i, c;
+	long seq;
+
+	for (c = 0; c < 2; c++) {
+		ASSERT_OK(kcm_tcp_pair(&peer[c], &local[c]));
+		ASSERT_OK(kcm_attach(kcm, local[c], prog));
+		ASSERT_OK(fcntl(peer[c], F_SETFL, O_NONBLOCK));
+	}
+	fds[0] = kcm;
+	for (i = 1; i < SENDERS; i++)
+		fds[i] = kcm_clone_fd(kcm);
+	for (i = 0; i < SENDERS; i++) {
+		if (!fork()) {
+			int k;
+
+			for (k = 0; k < MSGS; k++)
+				if (send_msg(fds[i], 200, (i << 16) | k, 0) < 0)
+					_exit(1);
+			_exit(0);
+		}
+	}
+	/* Drain both connections as messages come. */
+	for (i = 0; i < SENDERS * MSGS;) {
+		struct pollfd p[2] = { { peer[0], POLLIN, 0 },
+				       { peer[1], POLLIN, 0 } };
+
+		ASSERT_GE(poll(p, 2, 5000), 1);
+		for (c = 0; c < 2; c++) {
+			if (!(p[c].revents & POLLIN))
+				continue;
+			ASSERT_OK(fcntl(peer[c], F_SETFL, 0));
+			seq = tcp_read_msg(peer[c], sbuf, sizeof(sbuf));
+			ASSERT_OK(fcntl(peer[c], F_SETFL, O_NONBLOCK));
+			ASSERT_GE(seq, 0);
+			ASSERT_TRUE((seq >> 16) < SENDERS);
+			count[seq >> 16]++;
+			i++;
+		}
+	}
+	for (i = 0; i < SENDERS; i++) {
+		int status;
+
+		ASSERT_GE(wait(&status), 0);
+		ASSERT_EQ(count[i], MSGS);
+	}
+	close(kcm);
+}
+
+/* A connection that breaks: its TCP socket gets the error, the message
+ * goes out whole on the other connection.
+ */
+TEST_DIFFERS(send_failover,
+	     "upstream posts EPIPE whatever the cause")
+{
+	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_parser_len4();
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+	int pa, la, pb, lb, i, err;
+
+	signal(SIGPIPE, SIG_IGN);
+	ASSERT_OK(kcm_tcp_pair(&pa, &la));
+	ASSERT_OK(kcm_tcp_pair(&pb, &lb));
+	ASSERT_OK(kcm_attach(kcm, la, prog));
+	ASSERT_OK(kcm_attach(kcm, lb, prog));
+	kcm_set_timeo(pb, SO_RCVTIMEO, 5000);
+	/* The first psock is reserved first: break it with a reset. */
+	ASSERT_OK(setsockopt(pa, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)));
+	close(pa);
+	usleep(100000);
+	for (i = 0; i < 10; i++)
+		ASSERT_EQ(send_msg(kcm, 500, i, 0), KCM_HDR + 500);
+	for (i = 0; i < 10; i++)
+		ASSERT_EQ(tcp_read_msg(pb, sbuf, sizeof(sbuf)), i);
+	err = kcm_sockopt_int(la, SOL_SOCKET, SO_ERROR);
+	TH_LOG("SO_ERROR of the broken connection: %d (%s)", err,
+	       strerror(err));
+	ASSERT_EQ(err, ECONNRESET);
+	close(kcm);
+}
+
+/* A broken connection is the mux's business: no SIGPIPE for the sender. */
+TEST_DIFFERS(send_failover_no_sigpipe,
+	     "upstream raises SIGPIPE in the sending task when a connection breaks")
+{
+	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_parser_len4();
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+	int pa, la, pb, lb;
+
+	ASSERT_OK(kcm_tcp_pair(&pa, &la));
+	ASSERT_OK(kcm_tcp_pair(&pb, &lb));
+	ASSERT_OK(kcm_attach(kcm, la, prog));
+	ASSERT_OK(kcm_attach(kcm, lb, prog));
+	kcm_set_timeo(pb, SO_RCVTIMEO, 5000);
+	ASSERT_OK(setsockopt(pa, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)));
+	close(pa);
+	usleep(100000);
+	ASSERT_EQ(send_msg(kcm, 500, 1, 0), KCM_HDR + 500);
+	ASSERT_EQ(tcp_read_msg(pb, sbuf, sizeof(sbuf)), 1);
+	close(kcm);
+}
+
+/* Unattach the psock a big message is half written to. */
+TEST(send_unattach_reserved)
+{
+	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_parser_len4();
+	int pa, la, pb, lb, sndbuf = 16384, rcvbuf = 16384;
+	size_t len = kcm_msg_build(sbuf, 500000, 9);
+	char *in = malloc(len);
+	pid_t pid;
+
+	ASSERT_OK(kcm_tcp_pair(&pa, &la));
+	ASSERT_OK(kcm_tcp_pair(&pb, &lb));
+	ASSERT_OK(setsockopt(la, SOL_SOCKET, SO_SNDBUF, &sndbuf,
+			     sizeof(sndbuf)));
+	ASSERT_OK(setsockopt(pa, SOL_SOCKET, SO_RCVBUF, &rcvbuf,
+			     sizeof(rcvbuf)));
+	ASSERT_OK(kcm_attach(kcm, la, prog));
+	ASSERT_EQ(send(kcm, sbuf, len, MSG_DONTWAIT), len);
+	usleep(200000);
+	/* Stuck on the first connection, whose peer does not read. */
+	ASSERT_ERRNO(recv(pb, in, 1, MSG_DONTWAIT), EAGAIN);
+	ASSERT_OK(kcm_attach(kcm, lb, prog));
+	pid = fork();
+	ASSERT_GE(pid, 0);
+	if (!pid) {
+		kcm_set_timeo(pb, SO_RCVTIMEO, 5000);
+		_exit(read_full(pb, in, len) || memcmp(in, sbuf, len));
+	}
+	ASSERT_OK(kcm_unattach(kcm, la));
+	ASSERT_EQ(kcm_wait_child(pid), 0);
+	close(kcm);
+}
+
+/* Closing a socket with unsent messages: dropped, nothing breaks. */
+TEST(send_close_with_queue)
+{
+	int kcm = kcm_socket(SOCK_DGRAM), c = kcm_clone_fd(kcm), i;
+	int peer, local, prog = kcm_parser_len4();
+
+	ASSERT_GE(c, 0);
+	for (i = 0; i < 5; i++)
+		ASSERT_EQ(send_msg(c, 100, i, 0), KCM_HDR + 100);
+	close(c);
+	ASSERT_OK(kcm_tcp_pair(&peer, &local));
+	kcm_set_timeo(peer, SO_RCVTIMEO, 5000);
+	ASSERT_OK(kcm_attach(kcm, local, prog));
+	ASSERT_EQ(send_msg(kcm, 100, 99, 0), KCM_HDR + 100);
+	ASSERT_EQ(tcp_read_msg(peer, sbuf, sizeof(sbuf)), 99);
+	close(kcm);
+}
+
+/* A socket closed in the middle of writing a message: it is finished. */
+TEST(send_close_midmessage)
+{
+	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_parser_len4();
+	int c = kcm_clone_fd(kcm), peer, local, sndbuf = 16384;
+	size_t len = kcm_msg_build(sbuf, 600000, 12);
+	char *in = malloc(len + 100);
+
+	ASSERT_GE(c, 0);
+	ASSERT_OK(kcm_tcp_pair(&peer, &local));
+	ASSERT_OK(setsockopt(local, SOL_SOCKET, SO_SNDBUF, &sndbuf,
+			     sizeof(sndbuf)));
+	ASSERT_OK(kcm_attach(kcm, local, prog));
+	ASSERT_EQ(send(c, sbuf, len, MSG_DONTWAIT), len);
+	usleep(100000);
+	close(c);
+	kcm_set_timeo(peer, SO_RCVTIMEO, 5000);
+	ASSERT_OK(read_full(peer, in, len));
+	ASSERT_EQ(memcmp(in, sbuf, len), 0);
+	/* The connection is free again for the sockets left. */
+	ASSERT_EQ(send_msg(kcm, 100, 13, 0), KCM_HDR + 100);
+	ASSERT_EQ(tcp_read_msg(peer, sbuf, sizeof(sbuf)), 13);
+	close(kcm);
+}
+
+TEST(send_sendfile)
+{
+	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+	char path[] = "/tmp/kcm_sendfileXXXXXX";
+	size_t len = kcm_msg_build(sbuf, 20000, 31);
+	int file = mkstemp(path);
+
+	ASSERT_GE(file, 0);
+	unlink(path);
+	ASSERT_OK(kcm_write_all(file, sbuf, len));
+	ASSERT_EQ(sendfile(kcm, file, &(off_t){ 0 }, len), len);
+	ASSERT_EQ(tcp_read_msg(peer, sbuf, sizeof(sbuf)), 31);
+	close(kcm);
+}
+
+/* A server answers each request on the same mux. */
+TEST(request_response)
+{
+	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+	char req[64];
+	int i;
+
+	kcm_set_timeo(kcm, SO_RCVTIMEO, 5000);
+	for (i = 0; i < 20; i++) {
+		size_t len = kcm_msg_build(req, 40, i);
+		ssize_t n;
+
+		ASSERT_OK(kcm_write_all(peer, req, len));
+		n = recv(kcm, sbuf, sizeof(sbuf), 0);
+		ASSERT_EQ(n, len);
+		ASSERT_EQ(kcm_msg_check(sbuf, n), i);
+		ASSERT_EQ(send_msg(kcm, 60, 1000 + i, 0), KCM_HDR + 60);
+		ASSERT_EQ(tcp_read_msg(peer, sbuf, sizeof(sbuf)), 1000 + i);
+	}
+	close(kcm);
+}
+
+/* /proc counts what was sent, per socket and per psock. */
+TEST(proc_counts_tx)
+{
+	int peer, local, kcm, n = 0, msgs = -1, bytes = -1, i;
+	char line[512];
+	FILE *f;
+
+	kcm_enter_netns();
+	kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+	for (i = 0; i < 5; i++)
+		ASSERT_EQ(send_msg(kcm, 16, i, 0), KCM_HDR + 16);
+	for (i = 0; i < 5; i++)
+		ASSERT_EQ(tcp_read_msg(peer, sbuf, sizeof(sbuf)), i);
+	f = fopen("/proc/net/kcm", "r");
+	ASSERT_TRUE(f);
+	while (fgets(line, sizeof(line), f)) {
+		const char *s = line + strspn(line, " ");
+
+		if (!strncmp(s, "kcm-", 4) || !strncmp(s, "psock-", 6)) {
+			int got = sscanf(s, "%*s %*d %*d %d %d", &msgs, &bytes);
+
+			ASSERT_EQ(got, 2);
+			EXPECT_EQ(msgs, 5);
+			EXPECT_EQ(bytes, 5 * 20);
+			n++;
+		}
+	}
+	fclose(f);
+	ASSERT_EQ(n, 2);
+	close(kcm);
+}
+
+KCM_TEST_MAIN
