@@ -83,6 +83,10 @@ static void kcm_mux_destroy(struct kcm_mux *mux)
 	mutex_lock(&knet->lock);
 	list_del(&mux->net_node);
 	knet->count--;
+	/* Nothing writes the counters any more. */
+	kcm_stats_fold(&knet->msg_stats, &mux->stats);
+	kcm_stats_fold(&knet->mux_stats, &mux->mstats);
+	kcm_stats_fold(&knet->psock_stats, &mux->psock_stats);
 	mutex_unlock(&knet->lock);
 
 	kfree_rcu(mux, rcu);
@@ -111,10 +115,7 @@ static void __kcm_mux_fold_stats(struct kcm_mux *mux, struct kcm_sock *kcm)
 {
 	lockdep_assert_held(&mux->lock);
 
-	mux->stats.rx_msgs += kcm->stats.rx_msgs;
-	mux->stats.rx_bytes += kcm->stats.rx_bytes;
-	mux->stats.tx_msgs += kcm->stats.tx_msgs;
-	mux->stats.tx_bytes += kcm->stats.tx_bytes;
+	kcm_stats_fold(&mux->stats, &kcm->stats);
 }
 
 /**

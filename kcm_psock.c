@@ -128,6 +128,7 @@ static void kcm_mux_add_psock(struct kcm_mux *mux, struct kcm_psock *psock)
 	psock->index = mux->next_psock_index++;
 	list_add_tail(&psock->mux_node, &mux->psocks);
 	mux->npsocks++;
+	mux->mstats.attach++;
 	__kcm_tx_psock_ready(mux, psock);
 	spin_unlock_bh(&mux->lock);
 }
@@ -230,6 +231,7 @@ static void kcm_psock_unattach(struct kcm_psock *psock)
 	spin_lock_bh(&mux->lock);
 	list_del(&psock->mux_node);
 	mux->npsocks--;
+	mux->mstats.unattach++;
 	__kcm_mux_psock_gone(mux, psock);
 	spin_unlock_bh(&mux->lock);
 
@@ -239,6 +241,11 @@ static void kcm_psock_unattach(struct kcm_psock *psock)
 	lock_sock(csk);
 	kcm_psock_rx_flush(psock);
 	release_sock(csk);
+
+	/* Its counters live on in the mux totals. */
+	spin_lock_bh(&mux->lock);
+	kcm_stats_fold(&mux->psock_stats, &psock->stats);
+	spin_unlock_bh(&mux->lock);
 
 	/* Whatever is still queued on the socket is the application's. */
 	csk->sk_data_ready(csk);

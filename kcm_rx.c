@@ -131,8 +131,11 @@ static void __kcm_rx_hold(struct kcm_mux *mux, struct kcm_psock *psock,
 	if (!READ_ONCE(psock->rx_stopped)) {
 		kcm_rx_msg(skb)->psock = psock;
 		psock->rx_held += skb->truesize;
-		if (psock->rx_held > READ_ONCE(psock->sk->sk_rcvbuf))
+		if (!psock->rx_paused &&
+		    psock->rx_held > READ_ONCE(psock->sk->sk_rcvbuf)) {
 			WRITE_ONCE(psock->rx_paused, true);
+			kcm_stat_add(&psock->stats.rx_intr, 1);
+		}
 	}
 	__skb_queue_tail(&mux->rx_hold, skb);
 }
@@ -187,7 +190,10 @@ void __kcm_mux_psock_gone(struct kcm_mux *mux, struct kcm_psock *psock)
  */
 void kcm_mux_rx_purge(struct kcm_mux *mux)
 {
-	skb_queue_purge(&mux->rx_hold);
+	spin_lock_bh(&mux->lock);
+	mux->mstats.rx_ready_drops += skb_queue_len(&mux->rx_hold);
+	__skb_queue_purge(&mux->rx_hold);
+	spin_unlock_bh(&mux->lock);
 }
 
 /* ---- the receive rotation of KCM sockets ---------------------------- */
@@ -278,8 +284,10 @@ static void __kcm_rx_requeue(struct kcm_sock *kcm, bool keep_partial)
 		__skb_queue_head(queue, partial);
 	spin_unlock_irqrestore(&queue->lock, flags);
 
-	if (partial && !keep_partial)
+	if (partial && !keep_partial) {
+		mux->mstats.rx_ready_drops++;
 		kfree_skb(partial);
+	}
 
 	skb_queue_walk(&moved, skb)
 		skb_orphan(skb);
@@ -364,6 +372,7 @@ static void kcm_rx_fail(struct kcm_psock *psock, int err)
 	struct sock *csk = psock->sk;
 
 	WRITE_ONCE(psock->rx_stopped, true);
+	kcm_stat_add(&psock->stats.rx_unrecov, 1);
 	kcm_rx_timer_stop(psock);
 	WRITE_ONCE(csk->sk_err, -err);
 	sk_error_report(csk);
@@ -399,10 +408,8 @@ static int kcm_rx_parse(struct kcm_psock *psock)
 	ret = (int)bpf_prog_run_pin_on_cpu(psock->prog, buf);
 	rcu_read_unlock();
 
-	if (ret < 0) {
-		kcm_stat_add(&psock->stats.rx_errors, 1);
+	if (ret < 0)
 		return ret >= -MAX_ERRNO ? ret : -EPROTO;
-	}
 	if (!ret) {
 		kcm_stat_add(&psock->stats.rx_need_more, 1);
 		psock->rx_seen = buf->len;

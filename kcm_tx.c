@@ -80,6 +80,7 @@ void __kcm_tx_psock_ready(struct kcm_mux *mux, struct kcm_psock *psock)
 	}
 	list_del_init(&kcm->tx_wait_node);
 	kcm->tx_waiting = false;
+	kcm_stat_add(&psock->stats.reserved, 1);
 	psock->tx_kcm = kcm;
 	WRITE_ONCE(kcm->tx_psock, psock);
 	kcm_tx_kick(kcm);
@@ -99,6 +100,7 @@ static struct kcm_psock *__kcm_tx_reserve(struct kcm_sock *kcm)
 					 tx_node);
 	if (psock) {
 		list_del_init(&psock->tx_node);
+		kcm_stat_add(&psock->stats.reserved, 1);
 		psock->tx_kcm = kcm;
 		WRITE_ONCE(kcm->tx_psock, psock);
 		kcm->tx_sent = 0;
@@ -122,6 +124,7 @@ static void __kcm_tx_unreserve(struct kcm_sock *kcm)
 
 	WRITE_ONCE(kcm->tx_psock, NULL);
 	psock->tx_kcm = NULL;
+	kcm_stat_add(&psock->stats.unreserved, 1);
 	__kcm_tx_psock_ready(kcm->mux, psock);
 }
 
@@ -308,7 +311,8 @@ static void kcm_tx_fail(struct kcm_sock *kcm, struct kcm_psock *psock,
 	WRITE_ONCE(psock->tx_stopped, true);
 	psock->tx_kcm = NULL;
 	WRITE_ONCE(kcm->tx_psock, NULL);
-	mux->tx_stats.tx_retries++;
+	kcm_stat_add(&psock->stats.unreserved, 1);
+	mux->mstats.tx_retries++;
 	spin_unlock_bh(&mux->lock);
 	kcm->tx_offset = 0;
 }
@@ -505,11 +509,12 @@ void kcm_psock_tx_detach(struct kcm_psock *psock)
 		lock_sock(&kcm->sk);
 		spin_lock_bh(&mux->lock);
 		if (psock->tx_kcm == kcm) {
-			mux->tx_stats.tx_unattach_rsvd++;
+			mux->mstats.unattach_rsvd++;
 			if (kcm->tx_offset) {
-				mux->tx_stats.tx_retries++;
+				mux->mstats.tx_retries++;
 				kcm_stat_add(&psock->stats.tx_aborts, 1);
 			}
+			kcm_stat_add(&psock->stats.unreserved, 1);
 			psock->tx_kcm = NULL;
 			WRITE_ONCE(kcm->tx_psock, NULL);
 			kcm->tx_offset = 0;
@@ -860,10 +865,11 @@ void kcm_tx_sock_leave(struct kcm_sock *kcm)
 		__kcm_tx_orphan(kcm, psock);
 		WRITE_ONCE(kcm->tx_psock, NULL);
 		psock->tx_kcm = NULL;
+		kcm_stat_add(&psock->stats.unreserved, 1);
 	}
 	__kcm_tx_unreserve(kcm);
 	dropped = skb_queue_len(&sk->sk_write_queue) + !!kcm->tx_partial;
-	mux->tx_stats.tx_dropped += dropped;
+	mux->mstats.tx_dropped += dropped;
 	spin_unlock_bh(&mux->lock);
 
 	__skb_queue_purge(&sk->sk_write_queue);

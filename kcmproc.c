@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * Kernel Connection Multiplexor: /proc/net/kcm.
+ * Kernel Connection Multiplexor: /proc/net/kcm and /proc/net/kcm_stats.
  *
- * One file per network namespace, in the format upstream Linux uses: a
- * title with the number of multiplexors, a header, then for every mux a
- * "mux" line followed by one "kcm-<index>" line per KCM socket and one
- * "psock-<index>" line per attached TCP socket.
+ * One pair of files per network namespace, in the format upstream Linux
+ * uses.  kcm: a title with the number of multiplexors, a header, then for
+ * every mux a "mux" line followed by one "kcm-<index>" line per KCM socket
+ * and one "psock-<index>" line per attached TCP socket.  kcm_stats: the
+ * namespace's totals of mux and psock counters, destroyed muxes included.
  */
 
 #include <linux/proc_fs.h>
@@ -147,8 +148,79 @@ static const struct seq_operations kcm_seq_ops = {
 	.show = kcm_seq_show,
 };
 
+/* The namespace's totals: destroyed muxes, then every live one. */
+struct kcm_stats_tot {
+	struct kcm_msg_stats msg;
+	struct kcm_mux_stats mux;
+	struct kcm_psock_stats psock;
+};
+
+/* Context: the mux lock is held. */
+static void __kcm_stats_add_mux(struct kcm_stats_tot *tot, struct kcm_mux *mux)
+{
+	struct kcm_psock *psock;
+	struct kcm_sock *kcm;
+
+	lockdep_assert_held(&mux->lock);
+	kcm_stats_fold(&tot->msg, &mux->stats);
+	kcm_stats_fold(&tot->mux, &mux->mstats);
+	kcm_stats_fold(&tot->psock, &mux->psock_stats);
+	list_for_each_entry(kcm, &mux->socks, mux_node)
+		kcm_stats_fold(&tot->msg, &kcm->stats);
+	list_for_each_entry(psock, &mux->psocks, mux_node)
+		kcm_stats_fold(&tot->psock, &psock->stats);
+}
+
+static void kcm_stats_print(struct seq_file *seq,
+			    const struct kcm_stats_tot *t)
+{
+	seq_printf(seq, "%-8s %-10s %-16s %-10s %-16s %-10s %-10s %-10s %-10s %-10s\n",
+		   "MUX", "RX-Msgs", "RX-Bytes", "TX-Msgs", "TX-Bytes",
+		   "TX-Retries", "Attach", "Unattach", "UnattchRsvd",
+		   "RX-RdyDrops");
+	seq_printf(seq, "%-8s %-10llu %-16llu %-10llu %-16llu %-10llu %-10llu %-10llu %-10llu %-10llu\n",
+		   "", t->msg.rx_msgs, t->msg.rx_bytes, t->msg.tx_msgs,
+		   t->msg.tx_bytes, t->mux.tx_retries, t->mux.attach,
+		   t->mux.unattach, t->mux.unattach_rsvd,
+		   t->mux.rx_ready_drops);
+	seq_printf(seq, "%-8s %-10s %-16s %-10s %-16s %-10s %-10s %-10s %-10s %-10s %-10s %-10s %-10s %-10s %-10s %-10s\n",
+		   "Psock", "RX-Msgs", "RX-Bytes", "TX-Msgs", "TX-Bytes",
+		   "Reserved", "Unreserved", "RX-Aborts", "RX-Intr",
+		   "RX-Unrecov", "RX-MemFail", "RX-NeedMor", "RX-BadLen",
+		   "RX-TooBig", "RX-Timeout", "TX-Aborts");
+	seq_printf(seq, "%-8s %-10llu %-16llu %-10llu %-16llu %-10llu %-10llu %-10llu %-10llu %-10llu %-10llu %-10llu %-10llu %-10llu %-10llu %-10llu\n",
+		   "", t->psock.rx_msgs, t->psock.rx_bytes, t->psock.tx_msgs,
+		   t->psock.tx_bytes, t->psock.reserved, t->psock.unreserved,
+		   t->psock.rx_aborts, t->psock.rx_intr, t->psock.rx_unrecov,
+		   t->psock.rx_mem_fail, t->psock.rx_need_more,
+		   t->psock.rx_bad_len, t->psock.rx_too_big,
+		   t->psock.rx_timeouts, t->psock.tx_aborts);
+}
+
+/* Context: process context; takes the namespace lock and mux locks. */
+static int kcm_stats_show(struct seq_file *seq, void *v)
+{
+	struct kcm_net *knet = kcm_net(seq_file_single_net(seq));
+	struct kcm_stats_tot tot = {};
+	struct kcm_mux *mux;
+
+	mutex_lock(&knet->lock);
+	tot.msg = knet->msg_stats;
+	tot.mux = knet->mux_stats;
+	tot.psock = knet->psock_stats;
+	list_for_each_entry(mux, &knet->muxes, net_node) {
+		spin_lock_bh(&mux->lock);
+		__kcm_stats_add_mux(&tot, mux);
+		spin_unlock_bh(&mux->lock);
+	}
+	mutex_unlock(&knet->lock);
+
+	kcm_stats_print(seq, &tot);
+	return 0;
+}
+
 /**
- * kcm_proc_init_net() - create /proc/net/kcm in a namespace
+ * kcm_proc_init_net() - create /proc/net/kcm and kcm_stats in a namespace
  * @net: the new namespace
  *
  * Context: process context (pernet init).
@@ -160,6 +232,11 @@ int kcm_proc_init_net(struct net *net)
 			     sizeof(struct seq_net_private)))
 		return -ENOMEM;
 
+	if (!proc_create_net_single("kcm_stats", 0444, net->proc_net,
+				    kcm_stats_show, NULL)) {
+		remove_proc_entry("kcm", net->proc_net);
+		return -ENOMEM;
+	}
 	return 0;
 }
 
@@ -171,5 +248,6 @@ int kcm_proc_init_net(struct net *net)
  */
 void kcm_proc_exit_net(struct net *net)
 {
+	remove_proc_entry("kcm_stats", net->proc_net);
 	remove_proc_entry("kcm", net->proc_net);
 }

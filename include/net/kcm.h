@@ -35,63 +35,103 @@ struct kcm_msg_stats {
 };
 
 /**
- * struct kcm_psock_stats - receive counters of one attached TCP socket
+ * struct kcm_psock_stats - counters of attached TCP sockets
  * @rx_msgs: messages framed
  * @rx_bytes: bytes of those messages
- * @rx_need_more: parser calls that asked for more bytes
- * @rx_bad_len: lengths the parser should have returned earlier (EPROTO)
- * @rx_too_big: lengths over the TCP socket's receive buffer (EMSGSIZE)
- * @rx_timeouts: messages not complete within SO_RCVTIMEO (ETIMEDOUT)
- * @rx_aborts: half-assembled messages dropped (error, unattach, close)
- * @rx_mem_fail: allocations that failed while framing (retried)
- * @rx_errors: parser errors (negative returns)
  * @tx_msgs: messages written whole to the TCP socket
  * @tx_bytes: bytes of those messages
- * @tx_aborts: messages whose transmission failed on this socket
+ * @reserved: times a KCM socket reserved the psock for sending
+ * @unreserved: times it was given back (queue drained, failure, unattach)
+ * @rx_aborts: half-assembled messages dropped (error, unattach)
+ * @rx_intr: times framing paused because the mux held too much of it
+ * @rx_unrecov: framing errors that stopped the psock
+ * @rx_mem_fail: allocations that failed while framing (retried)
+ * @rx_need_more: parser calls that asked for more bytes
+ * @rx_bad_len: lengths the parser should have returned earlier (EPROTO)
+ * @rx_too_big: messages over the TCP socket's receive buffer (EMSGSIZE)
+ * @rx_timeouts: messages not complete within SO_RCVTIMEO (ETIMEDOUT)
+ * @tx_aborts: messages whose transmission failed on this psock
  *
- * Receive counters are written under the TCP socket's lock, transmit
- * counters under the lock of the KCM socket that owns the psock; /proc
- * reads them locklessly.
+ * In the order of /proc/net/kcm_stats, all u64 (see kcm_stats_fold()).
+ * Receive counters are written under the TCP socket's lock, @rx_intr,
+ * @reserved and @unreserved under the mux lock, the other transmit
+ * counters under the lock of the KCM socket that has the psock reserved;
+ * /proc reads them locklessly.
  */
 struct kcm_psock_stats {
 	u64 rx_msgs;
 	u64 rx_bytes;
+	u64 tx_msgs;
+	u64 tx_bytes;
+	u64 reserved;
+	u64 unreserved;
+	u64 rx_aborts;
+	u64 rx_intr;
+	u64 rx_unrecov;
+	u64 rx_mem_fail;
 	u64 rx_need_more;
 	u64 rx_bad_len;
 	u64 rx_too_big;
 	u64 rx_timeouts;
-	u64 rx_aborts;
-	u64 rx_mem_fail;
-	u64 rx_errors;
-	u64 tx_msgs;
-	u64 tx_bytes;
 	u64 tx_aborts;
 };
 
 /**
- * struct kcm_mux_tx_stats - transmit events of a mux
+ * struct kcm_mux_stats - events of a mux
  * @tx_retries: messages sent again on another psock after a failure
+ * @attach: TCP sockets attached
+ * @unattach: TCP sockets unattached (by the application or the mux dying)
+ * @unattach_rsvd: of those, unattached while reserved for sending
+ * @rx_ready_drops: received messages dropped: held on a dying mux, or
+ *	partly read by a SEQPACKET socket that closed
  * @tx_dropped: messages dropped unsent when their KCM socket closed
- * @tx_unattach_rsvd: psocks unattached while reserved to a KCM socket
  *
- * Under the mux lock.
+ * Under the mux lock; all u64.
  */
-struct kcm_mux_tx_stats {
+struct kcm_mux_stats {
 	u64 tx_retries;
+	u64 attach;
+	u64 unattach;
+	u64 unattach_rsvd;
+	u64 rx_ready_drops;
 	u64 tx_dropped;
-	u64 tx_unattach_rsvd;
 };
+
+/* Adds every u64 counter of @src to @dst; @src may be written meanwhile. */
+static inline void kcm_stats_fold_u64(u64 *dst, const u64 *src, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		dst[i] += READ_ONCE(src[i]);
+}
+
+#define kcm_stats_fold(dst, src) do {					\
+	typeof(dst) __kd = (dst);					\
+	typeof(src) __ks = (src);					\
+									\
+	BUILD_BUG_ON(sizeof(*__kd) % sizeof(u64) ||			\
+		     sizeof(*__kd) != sizeof(*__ks));			\
+	kcm_stats_fold_u64((u64 *)__kd, (const u64 *)__ks,		\
+			   sizeof(*__kd) / sizeof(u64));		\
+} while (0)
 
 /**
  * struct kcm_net - per network namespace state
- * @lock: protects @muxes and @count
+ * @lock: protects everything below
  * @muxes: every live multiplexor of the namespace
  * @count: number of entries on @muxes
+ * @msg_stats: totals of the KCM sockets of destroyed muxes
+ * @mux_stats: totals of destroyed muxes
+ * @psock_stats: totals of the psocks of destroyed muxes
  */
 struct kcm_net {
-	struct mutex lock;	/* protects muxes, count */
+	struct mutex lock;	/* protects everything below */
 	struct list_head muxes;
 	unsigned int count;
+	struct kcm_msg_stats msg_stats;
+	struct kcm_mux_stats mux_stats;
+	struct kcm_psock_stats psock_stats;
 };
 
 /**
@@ -112,7 +152,8 @@ struct kcm_net {
  * @tx_waiters: KCM sockets waiting for a psock, first come first served
  *	(struct kcm_sock.tx_wait_node)
  * @stats: totals of the KCM sockets that have left the mux
- * @tx_stats: transmit events
+ * @mstats: events of the mux
+ * @psock_stats: totals of the psocks that have been unattached
  * @psock_mutex: serialises attach and unattach (process context)
  * @rcu: deferred free
  */
@@ -132,7 +173,8 @@ struct kcm_mux {
 	struct list_head tx_idle;
 	struct list_head tx_waiters;
 	struct kcm_msg_stats stats;
-	struct kcm_mux_tx_stats tx_stats;
+	struct kcm_mux_stats mstats;
+	struct kcm_psock_stats psock_stats;
 
 	struct mutex psock_mutex;	/* serialises attach and unattach */
 	struct rcu_head rcu;
@@ -335,7 +377,7 @@ int kcm_sendmsg(struct socket *sock, struct msghdr *msg, size_t len);
 ssize_t kcm_sendpage(struct socket *sock, struct page *page, int offset,
 		     size_t size, int flags);
 
-/* kcmproc.c: /proc/net/kcm */
+/* kcmproc.c: /proc/net/kcm and /proc/net/kcm_stats */
 #ifdef CONFIG_PROC_FS
 int kcm_proc_init_net(struct net *net);
 void kcm_proc_exit_net(struct net *net);
