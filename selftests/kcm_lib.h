@@ -98,6 +98,58 @@ static inline int kcm_proc_read(struct kcm_proc *p)
 	return p->title_muxes < 0 ? -1 : 0;
 }
 
+/* What /proc/net/kcm_stats says: the two value lines. */
+struct kcm_stats {
+	unsigned long long mux[9];	/* RX-Msgs .. RX-RdyDrops */
+	unsigned long long psock[15];	/* RX-Msgs .. TX-Aborts */
+};
+
+enum {
+	KS_RX_MSGS, KS_RX_BYTES, KS_TX_MSGS, KS_TX_BYTES, KS_TX_RETRIES,
+	KS_ATTACH, KS_UNATTACH, KS_UNATTACH_RSVD, KS_RX_RDY_DROPS,
+};
+
+enum {
+	KP_RX_MSGS, KP_RX_BYTES, KP_TX_MSGS, KP_TX_BYTES, KP_RESERVED,
+	KP_UNRESERVED, KP_RX_ABORTS, KP_RX_INTR, KP_RX_UNRECOV,
+	KP_RX_MEM_FAIL, KP_RX_NEED_MORE, KP_RX_BAD_LEN, KP_RX_TOO_BIG,
+	KP_RX_TIMEOUT, KP_TX_ABORTS,
+};
+
+static inline int kcm_stats_values(const char *line, unsigned long long *v,
+				   int n)
+{
+	int i, used;
+
+	for (i = 0; i < n; i++) {
+		if (sscanf(line, "%llu%n", &v[i], &used) != 1)
+			return -1;
+		line += used;
+	}
+	return 0;
+}
+
+/* Parses /proc/net/kcm_stats; returns 0, or -1. */
+static inline int kcm_stats_read(struct kcm_stats *st)
+{
+	char line[4][512];
+	FILE *f = fopen("/proc/net/kcm_stats", "r");
+	int i, ok = 1;
+
+	if (!f)
+		return -1;
+	for (i = 0; i < 4; i++)
+		if (!fgets(line[i], sizeof(line[i]), f))
+			ok = 0;
+	fclose(f);
+	if (!ok || strncmp(line[0], "MUX ", 4) || strncmp(line[2], "Psock ", 6))
+		return -1;
+	if (kcm_stats_values(line[1], st->mux, 9) ||
+	    kcm_stats_values(line[3], st->psock, 15))
+		return -1;
+	return 0;
+}
+
 /* Runs the rest of the test in a network namespace of its own. */
 static inline void kcm_enter_netns(void)
 {
