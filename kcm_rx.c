@@ -32,7 +32,6 @@
  */
 
 #include <linux/bpf.h>
-#include <linux/err.h>
 #include <linux/filter.h>
 #include <linux/sched/signal.h>
 #include <linux/skbuff.h>
@@ -408,8 +407,9 @@ static int kcm_rx_parse(struct kcm_psock *psock)
 	ret = (int)bpf_prog_run_pin_on_cpu(psock->prog, buf);
 	rcu_read_unlock();
 
+	/* Only errnos user space knows; never internal ones like -512. */
 	if (ret < 0)
-		return ret >= -MAX_ERRNO ? ret : -EPROTO;
+		return ret >= -EHWPOISON ? ret : -EPROTO;
 	if (!ret) {
 		kcm_stat_add(&psock->stats.rx_need_more, 1);
 		psock->rx_seen = buf->len;
