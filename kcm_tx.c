@@ -46,6 +46,8 @@
 #define KCM_TX_LINEAR		(2048)
 /* Largest message. */
 #define KCM_TX_MAX_MSG		(64 << 20)
+/* Retry delay when TCP could not allocate memory. */
+#define KCM_TX_RETRY		(HZ / 10)
 /* Bytes a socket writes before it lets a waiting socket have its psock. */
 #define KCM_TX_QUANTUM		(256 * 1024)
 
@@ -54,7 +56,7 @@
 /* Context: any. */
 static void kcm_tx_kick(struct kcm_sock *kcm)
 {
-	queue_work(system_wq, &kcm->tx_work);
+	mod_delayed_work(system_wq, &kcm->tx_work, 0);
 }
 
 /**
@@ -351,8 +353,16 @@ static void kcm_tx_push(struct kcm_sock *kcm)
 
 		err = kcm_tx_write(kcm, psock, skb,
 				   !skb_queue_is_last(queue, skb));
-		if (err == -EAGAIN)
+		if (err == -EAGAIN) {
+			/*
+			 * With nothing in flight no ACK will bring write_space:
+			 * TCP was short of memory, so try again later.
+			 */
+			if (!READ_ONCE(psock->sk->sk_wmem_queued))
+				queue_delayed_work(system_wq, &kcm->tx_work,
+						   KCM_TX_RETRY);
 			return;
+		}
 		if (err) {
 			kcm_tx_fail(kcm, psock, err);
 			continue;
@@ -366,7 +376,8 @@ static void kcm_tx_push(struct kcm_sock *kcm)
 /* Context: process context (workqueue). */
 static void kcm_tx_work(struct work_struct *work)
 {
-	struct kcm_sock *kcm = container_of(work, struct kcm_sock, tx_work);
+	struct kcm_sock *kcm = container_of(to_delayed_work(work),
+					    struct kcm_sock, tx_work);
 
 	lock_sock(&kcm->sk);
 	if (!kcm->tx_closing)
@@ -817,7 +828,7 @@ out:
 void kcm_sock_tx_init(struct kcm_sock *kcm)
 {
 	INIT_LIST_HEAD(&kcm->tx_wait_node);
-	INIT_WORK(&kcm->tx_work, kcm_tx_work);
+	INIT_DELAYED_WORK(&kcm->tx_work, kcm_tx_work);
 }
 
 /*
@@ -885,5 +896,5 @@ void kcm_tx_sock_leave(struct kcm_sock *kcm)
  */
 void kcm_tx_sock_flush_work(struct kcm_sock *kcm)
 {
-	cancel_work_sync(&kcm->tx_work);
+	cancel_delayed_work_sync(&kcm->tx_work);
 }

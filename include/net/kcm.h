@@ -294,8 +294,8 @@ static inline struct kcm_rx_msg *kcm_rx_msg(struct sk_buff *skb)
  * @tx_offset: bytes of the first queued message written to @tx_psock;
  *	under lock_sock()
  * @tx_sent: bytes written since the socket got @tx_psock; under lock_sock()
- * @tx_work: transmits in process context when TCP has room again or a
- *	psock becomes free
+ * @tx_work: transmits in process context when TCP has room again, a psock
+ *	becomes free, or a while after TCP ran short of memory
  * @stats: message counters of this socket
  */
 struct kcm_sock {
@@ -313,7 +313,7 @@ struct kcm_sock {
 	struct sk_buff *tx_partial;
 	unsigned int tx_offset;
 	unsigned int tx_sent;
-	struct work_struct tx_work;
+	struct delayed_work tx_work;
 	struct kcm_msg_stats stats;
 };
 
