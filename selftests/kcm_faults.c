@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Fault injection (failslab, fail_page_alloc): allocations in the calling
+ * task fail at random while it creates, clones, attaches, sends and
+ * receives.  Each call succeeds or fails cleanly; a message whose send
+ * succeeded arrives whole; nothing is left behind (kmemleak checks that
+ * on the debug kernel).  Needs CONFIG_FAILSLAB and CONFIG_FAIL_PAGE_ALLOC
+ * with debugfs: without them the test is skipped.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+
+#include "kcm_data.h"
+
+#define DBG	"/sys/kernel/debug"
+
+static int write_str(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = write(fd, val, strlen(val));
+	close(fd);
+	return n == (ssize_t)strlen(val) ? 0 : -1;
+}
+
+/* Faults for tasks that ask for them, @percent of the time. */
+static int faults_setup(const char *attr, int percent)
+{
+	char path[128], val[16];
+	static const char *const knobs[][2] = {
+		{ "interval", "1" }, { "times", "-1" }, { "space", "0" },
+		{ "verbose", "0" }, { "task-filter", "Y" },
+		{ "ignore-gfp-wait", "N" },
+	};
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(knobs); i++) {
+		snprintf(path, sizeof(path), DBG "/%s/%s", attr, knobs[i][0]);
+		if (write_str(path, knobs[i][1]) && i < 5)
+			return -1;
+	}
+	snprintf(path, sizeof(path), DBG "/%s/probability", attr);
+	snprintf(val, sizeof(val), "%d", percent);
+	return write_str(path, val);
+}
+
+static void faults_on(int on)
+{
+	write_str("/proc/thread-self/make-it-fail", on ? "1" : "0");
+}
+
+static int read_full(int fd, char *p, size_t len)
+{
+	while (len) {
+		ssize_t n = read(fd, p, len);
+
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= n;
+	}
+	return 0;
+}
+
+static int clean_errno(int e)
+{
+	return e == ENOMEM || e == ENOBUFS || e == EAGAIN || e == EFAULT ||
+	       e == EMFILE || e == ENFILE;
+}
+
+TEST(allocations_fail)
+{
+	int round, sent = 0, failed = 0, prog;
+	char msg[3000], in[3000];
+	struct kcm_proc p;
+
+	kcm_enter_netns();
+	if (access(DBG "/failslab", F_OK))
+		mount("debugfs", DBG, "debugfs", 0, NULL);
+	if (access(DBG "/failslab", F_OK) ||
+	    access("/proc/thread-self/make-it-fail", F_OK))
+		SKIP("no failslab in this kernel (CONFIG_FAILSLAB)");
+	ASSERT_OK(faults_setup("failslab", 10));
+	if (!access(DBG "/fail_page_alloc", F_OK))
+		ASSERT_OK(faults_setup("fail_page_alloc", 10));
+	prog = kcm_parser_len4();
+	ASSERT_GE(prog, 0);
+
+	for (round = 0; round < 300; round++) {
+		int kcm, c = -1, peer, local, k, e;
+
+		if (kcm_tcp_pair(&peer, &local))
+			continue;
+		kcm_set_timeo(peer, SO_RCVTIMEO, 5000);
+		faults_on(1);
+		kcm = kcm_socket(round & 1 ? SOCK_DGRAM : SOCK_SEQPACKET);
+		if (kcm < 0) {
+			e = errno;
+			faults_on(0);
+			ASSERT_TRUE(clean_errno(e));
+			failed++;
+			goto next;
+		}
+		c = kcm_clone_fd(kcm);
+		e = errno;
+		if (c < 0 && !clean_errno(e)) {
+			faults_on(0);
+			ASSERT_EQ(e, ENOMEM);
+		}
+		if (kcm_attach(kcm, local, prog)) {
+			e = errno;
+			faults_on(0);
+			ASSERT_TRUE(clean_errno(e));
+			failed++;
+			goto close_kcm;
+		}
+		for (k = 0; k < 5; k++) {
+			size_t len = kcm_msg_build(msg, 100 + round * 9 % 2800,
+						   round * 10 + k);
+			ssize_t n = send(kcm, msg, len,
+					 MSG_DONTWAIT | MSG_EOR);
+
+			if (n < 0) {
+				e = errno;
+				faults_on(0);
+				ASSERT_TRUE(clean_errno(e));
+				failed++;
+				faults_on(1);
+				continue;
+			}
+			ASSERT_EQ(n, len);
+			/* Acknowledged: it must arrive, whole. */
+			faults_on(0);
+			ASSERT_OK(read_full(peer, in, len));
+			ASSERT_EQ(memcmp(in, msg, len), 0);
+			sent++;
+			faults_on(1);
+		}
+		/* And the other way. */
+		kcm_send_msgs(peer, round, 2, 50);
+		recv(c >= 0 ? c : kcm, in, sizeof(in), MSG_DONTWAIT);
+		faults_on(0);
+close_kcm:
+		faults_on(0);
+		if (c >= 0)
+			close(c);
+		close(kcm);
+next:
+		close(peer);
+		close(local);
+	}
+	faults_on(0);
+	write_str(DBG "/failslab/probability", "0");
+	write_str(DBG "/fail_page_alloc/probability", "0");
+	printf("# faults: %d messages acknowledged and delivered, %d calls failed cleanly\n",
+	       sent, failed);
+	ASSERT_GE(sent, 1);
+	ASSERT_GE(failed, 1);
+	ASSERT_EQ(kcm_proc_read(&p), 0);
+	ASSERT_EQ(p.muxes, 0);
+}
+
+KCM_TEST_MAIN
