@@ -984,3 +984,7 @@ out:
 	release_sock(sk);
 	return err;
 }
+
+#if IS_ENABLED(CONFIG_AF_KCM_KUNIT_TEST)
+#include "kcm_test.c"
+#endif

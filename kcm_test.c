@@ -1,0 +1,404 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * KUnit tests of the KCM receive path: the framing engine fed with
+ * hand-made TCP skbs (every split of a stream, offsets, zero-length
+ * reads, lengths at and beyond the limits, parser errors, timeouts), the
+ * memory charged per message, and the choice of receiving socket.
+ *
+ * Included at the end of kcm_rx.c when CONFIG_AF_KCM_KUNIT_TEST is set,
+ * so that it sees the engine's static functions.  The psock under test
+ * has a real (unconnected) kernel TCP socket and a classic BPF parser;
+ * with no KCM socket on its mux, framed messages wait on mux->rx_hold,
+ * where the tests pick them up.
+ */
+
+#include <kunit/test.h>
+#include <linux/delay.h>
+#include <linux/filter.h>
+#include <asm/unaligned.h>
+
+struct kcm_kt {
+	struct kcm_mux *mux;
+	struct kcm_psock *psock;
+	struct socket *tcp;
+	struct bpf_prog *prog;
+};
+
+/* The documented parser: return load_word(skb, 0) + 4; */
+static struct sock_filter kcm_kt_len4[] = {
+	BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 0),
+	BPF_STMT(BPF_ALU | BPF_ADD | BPF_K, 4),
+	BPF_STMT(BPF_RET | BPF_A, 0),
+};
+
+/* return skb->len < 8 ? 0 : 2; (a length it should have given earlier) */
+static struct sock_filter kcm_kt_late[] = {
+	BPF_STMT(BPF_LD | BPF_W | BPF_LEN, 0),
+	BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 8, 1, 0),
+	BPF_STMT(BPF_RET | BPF_K, 0),
+	BPF_STMT(BPF_RET | BPF_K, 2),
+};
+
+static struct kcm_kt *kcm_kt_setup(struct kunit *test,
+				   struct sock_filter *insns,
+				   unsigned int n)
+{
+	struct sock_fprog_kern fprog = { .len = n, .filter = insns };
+	struct kcm_kt *kt = kunit_kzalloc(test, sizeof(*kt), GFP_KERNEL);
+
+	KUNIT_ASSERT_NOT_NULL(test, kt);
+	KUNIT_ASSERT_EQ(test, bpf_prog_create(&kt->prog, &fprog), 0);
+	KUNIT_ASSERT_EQ(test, sock_create_kern(&init_net, PF_INET, SOCK_STREAM,
+					       IPPROTO_TCP, &kt->tcp), 0);
+	kt->mux = kcm_mux_alloc(&init_net);
+	KUNIT_ASSERT_NOT_NULL(test, kt->mux);
+	kt->psock = kzalloc(sizeof(*kt->psock), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, kt->psock);
+	KUNIT_ASSERT_EQ(test, kcm_psock_rx_init(kt->psock), 0);
+	kt->psock->mux = kt->mux;
+	kt->psock->sk = kt->tcp->sk;
+	kt->psock->prog = kt->prog;
+	kt->psock->rx_gfp = GFP_KERNEL;
+	return kt;
+}
+
+static void kcm_kt_teardown(struct kcm_kt *kt)
+{
+	struct sock *csk = kt->tcp->sk;
+
+	cancel_delayed_work_sync(&kt->psock->rx_work);
+	cancel_delayed_work_sync(&kt->psock->rx_timer_work);
+	lock_sock(csk);
+	kcm_psock_rx_flush(kt->psock);
+	release_sock(csk);
+	spin_lock_bh(&kt->mux->lock);
+	__kcm_mux_psock_gone(kt->mux, kt->psock);
+	__skb_queue_purge(&kt->mux->rx_hold);
+	spin_unlock_bh(&kt->mux->lock);
+	kfree(kt->psock);
+	kcm_mux_free(kt->mux);
+	sock_release(kt->tcp);
+	bpf_prog_destroy(kt->prog);
+}
+
+/* Hands @len bytes to the engine as a TCP skb holding them at @off. */
+static int kcm_kt_feed(struct kcm_kt *kt, const u8 *data, size_t len,
+		       unsigned int off)
+{
+	read_descriptor_t desc = { .arg.data = kt->psock, .count = 1 };
+	struct sk_buff *skb = alloc_skb(off + len, GFP_KERNEL);
+	int used;
+
+	if (!skb)
+		return -ENOMEM;
+	memset(skb_put(skb, off), 0xee, off);
+	skb_put_data(skb, data, len);
+	used = kcm_rx_actor(&desc, skb, off, len);
+	kfree_skb(skb);
+	kcm_rx_read_done(kt->psock, desc.error);
+	return desc.error ? desc.error : used;
+}
+
+/* The next framed message, or NULL. */
+static struct sk_buff *kcm_kt_take(struct kcm_kt *kt)
+{
+	struct sk_buff *skb;
+
+	spin_lock_bh(&kt->mux->lock);
+	skb = __skb_dequeue(&kt->mux->rx_hold);
+	if (skb)
+		__kcm_rx_unhold(kt->mux, skb);
+	spin_unlock_bh(&kt->mux->lock);
+	return skb;
+}
+
+/* Builds a message with a 4-byte length header and @plen payload bytes. */
+static size_t kcm_kt_msg(u8 *buf, u32 plen, u8 fill)
+{
+	put_unaligned_be32(plen, buf);
+	memset(buf + 4, fill, plen);
+	return plen + 4;
+}
+
+/* Checks that exactly the messages of @stream (lengths @lens) came out. */
+static void kcm_kt_expect(struct kunit *test, struct kcm_kt *kt,
+			  const u8 *stream, const size_t *lens, int n)
+{
+	struct sk_buff *skb;
+	size_t off = 0;
+	u8 *copy;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		skb = kcm_kt_take(kt);
+		KUNIT_ASSERT_NOT_NULL(test, skb);
+		KUNIT_EXPECT_EQ(test, skb->len, lens[i]);
+		copy = kmalloc(skb->len, GFP_KERNEL);
+		KUNIT_ASSERT_NOT_NULL(test, copy);
+		KUNIT_EXPECT_EQ(test, skb_copy_bits(skb, 0, copy, skb->len), 0);
+		KUNIT_EXPECT_EQ(test, memcmp(copy, stream + off, lens[i]), 0);
+		kfree(copy);
+		off += lens[i];
+		kfree_skb(skb);
+	}
+	KUNIT_EXPECT_NULL(test, kcm_kt_take(kt));
+}
+
+/* Three messages (empty, small, past the small-message cut) split at
+ * every byte: they come out whole every time.
+ */
+static void kcm_kt_every_split(struct kunit *test)
+{
+	static u8 stream[4 + 4 + 60 + 4 + 3000];
+	size_t lens[3], n = 0, cut;
+	struct kcm_kt *kt;
+
+	lens[0] = kcm_kt_msg(stream, 0, 1);
+	n += lens[0];
+	lens[1] = kcm_kt_msg(stream + n, 60, 2);
+	n += lens[1];
+	lens[2] = kcm_kt_msg(stream + n, 3000, 3);
+	n += lens[2];
+
+	kt = kcm_kt_setup(test, kcm_kt_len4, ARRAY_SIZE(kcm_kt_len4));
+	for (cut = 0; cut <= n; cut += cut < 100 ? 1 : 37) {
+		KUNIT_ASSERT_EQ(test, kcm_kt_feed(kt, stream, cut, cut % 7),
+				(int)cut);
+		KUNIT_ASSERT_EQ(test, kcm_kt_feed(kt, stream + cut, n - cut, 0),
+				(int)(n - cut));
+		kcm_kt_expect(test, kt, stream, lens, 3);
+	}
+	KUNIT_EXPECT_FALSE(test, kt->psock->rx_stopped);
+	kcm_kt_teardown(kt);
+}
+
+/* One byte at a time, then the whole stream in one skb, twice over. */
+static void kcm_kt_bytewise_and_coalesced(struct kunit *test)
+{
+	static u8 stream[2 * (4 + 100)];
+	size_t lens[4], n = 0, i;
+	struct kcm_kt *kt;
+
+	lens[0] = kcm_kt_msg(stream, 100, 5);
+	n += lens[0];
+	lens[1] = kcm_kt_msg(stream + n, 100, 6);
+	n += lens[1];
+	lens[2] = lens[0];
+	lens[3] = lens[1];
+
+	kt = kcm_kt_setup(test, kcm_kt_len4, ARRAY_SIZE(kcm_kt_len4));
+	for (i = 0; i < n; i++)
+		KUNIT_ASSERT_EQ(test, kcm_kt_feed(kt, stream + i, 1, 3), 1);
+	kcm_kt_expect(test, kt, stream, lens, 2);
+	KUNIT_ASSERT_EQ(test, kcm_kt_feed(kt, stream, n, 0), (int)n);
+	kcm_kt_expect(test, kt, stream, lens + 2, 2);
+	/*
+	 * Byte by byte, the parser asked for more at 1, 2 and 3 bytes of
+	 * each header, and never again once it had a length.
+	 */
+	KUNIT_EXPECT_EQ(test, kt->psock->stats.rx_need_more, 6);
+	kcm_kt_teardown(kt);
+}
+
+static void kcm_kt_zero_length_read(struct kunit *test)
+{
+	struct kcm_kt *kt = kcm_kt_setup(test, kcm_kt_len4,
+					 ARRAY_SIZE(kcm_kt_len4));
+	u8 msg[8];
+	size_t len = kcm_kt_msg(msg, 4, 9);
+
+	KUNIT_EXPECT_EQ(test, kcm_kt_feed(kt, msg, 0, 0), 0);
+	KUNIT_EXPECT_EQ(test, kt->psock->rx_skb->len, 0);
+	KUNIT_EXPECT_EQ(test, kcm_kt_feed(kt, msg, len, 0), (int)len);
+	kcm_kt_expect(test, kt, msg, &len, 1);
+	kcm_kt_teardown(kt);
+}
+
+/* A length equal to SO_RCVBUF is fine; one byte more is EMSGSIZE. */
+static void kcm_kt_length_limits(struct kunit *test)
+{
+	struct kcm_kt *kt = kcm_kt_setup(test, kcm_kt_len4,
+					 ARRAY_SIZE(kcm_kt_len4));
+	int rcvbuf = READ_ONCE(kt->tcp->sk->sk_rcvbuf);
+	u8 hdr[4];
+
+	put_unaligned_be32(rcvbuf - 4, hdr);
+	KUNIT_EXPECT_EQ(test, kcm_kt_feed(kt, hdr, 4, 0), 4);
+	KUNIT_EXPECT_FALSE(test, kt->psock->rx_stopped);
+	KUNIT_EXPECT_NOT_NULL(test, kt->psock->rx_msg);
+	kcm_kt_teardown(kt);
+
+	kt = kcm_kt_setup(test, kcm_kt_len4, ARRAY_SIZE(kcm_kt_len4));
+	rcvbuf = READ_ONCE(kt->tcp->sk->sk_rcvbuf);
+	put_unaligned_be32(rcvbuf - 3, hdr);
+	KUNIT_EXPECT_EQ(test, kcm_kt_feed(kt, hdr, 4, 0), -EMSGSIZE);
+	KUNIT_EXPECT_TRUE(test, kt->psock->rx_stopped);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(kt->tcp->sk->sk_err), EMSGSIZE);
+	KUNIT_EXPECT_EQ(test, kt->psock->stats.rx_too_big, 1);
+	kcm_kt_teardown(kt);
+}
+
+static void kcm_kt_late_length(struct kunit *test)
+{
+	struct kcm_kt *kt = kcm_kt_setup(test, kcm_kt_late,
+					 ARRAY_SIZE(kcm_kt_late));
+
+	KUNIT_EXPECT_EQ(test, kcm_kt_feed(kt, (const u8 *)"abcd", 4, 0), 4);
+	KUNIT_EXPECT_FALSE(test, kt->psock->rx_stopped);
+	KUNIT_EXPECT_EQ(test, kcm_kt_feed(kt, (const u8 *)"efgh", 4, 0),
+			-EPROTO);
+	KUNIT_EXPECT_TRUE(test, kt->psock->rx_stopped);
+	KUNIT_EXPECT_EQ(test, kt->psock->stats.rx_bad_len, 1);
+	kcm_kt_teardown(kt);
+}
+
+/* Parser errors: user-space errnos pass, anything else is EPROTO. */
+static void kcm_kt_parser_errors(struct kunit *test)
+{
+	static const struct {
+		u32 ret;
+		int err;
+	} cases[] = {
+		{ (u32)-EACCES, -EACCES }, { (u32)-EHWPOISON, -EHWPOISON },
+		{ (u32)-(EHWPOISON + 1), -EPROTO }, { (u32)-512, -EPROTO },
+		{ 0x80000000u, -EPROTO },
+	};
+	struct sock_filter prog[] = { BPF_STMT(BPF_RET | BPF_K, 0) };
+	struct kcm_kt *kt;
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(cases); i++) {
+		prog[0].k = cases[i].ret;
+		kt = kcm_kt_setup(test, prog, 1);
+		KUNIT_EXPECT_EQ(test, kcm_kt_feed(kt, (const u8 *)"x", 1, 0),
+				cases[i].err);
+		KUNIT_EXPECT_EQ(test, READ_ONCE(kt->tcp->sk->sk_err),
+				-cases[i].err);
+		KUNIT_EXPECT_EQ(test, kt->psock->stats.rx_unrecov, 1);
+		kcm_kt_teardown(kt);
+	}
+}
+
+/* A large message is assembled in chunks and comes out byte exact. */
+static void kcm_kt_large_message(struct kunit *test)
+{
+	const size_t plen = 200000, step = 1000;
+	struct kcm_kt *kt;
+	size_t n, off;
+	u8 *stream;
+	int i;
+
+	stream = kunit_kmalloc(test, plen + 4, GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, stream);
+	n = kcm_kt_msg(stream, plen, 0);
+	for (i = 4; i < (int)n; i++)
+		stream[i] = i * 7;
+
+	kt = kcm_kt_setup(test, kcm_kt_len4, ARRAY_SIZE(kcm_kt_len4));
+	WRITE_ONCE(kt->tcp->sk->sk_rcvbuf, 1 << 20);
+	for (off = 0; off < n; off += step)
+		KUNIT_ASSERT_EQ(test, kcm_kt_feed(kt, stream + off,
+						  min(step, n - off), 0),
+				(int)min(step, n - off));
+	kcm_kt_expect(test, kt, stream, &n, 1);
+	kcm_kt_teardown(kt);
+}
+
+/* A message not complete within SO_RCVTIMEO stops the psock. */
+static void kcm_kt_timeout(struct kunit *test)
+{
+	struct kcm_kt *kt = kcm_kt_setup(test, kcm_kt_len4,
+					 ARRAY_SIZE(kcm_kt_len4));
+	u8 part[10] = {};
+
+	/* The first 10 bytes of a 104-byte message. */
+	put_unaligned_be32(100, part);
+	WRITE_ONCE(kt->tcp->sk->sk_rcvtimeo, msecs_to_jiffies(50));
+	KUNIT_EXPECT_EQ(test, kcm_kt_feed(kt, part, sizeof(part), 0),
+			(int)sizeof(part));
+	KUNIT_EXPECT_FALSE(test, READ_ONCE(kt->psock->rx_stopped));
+	msleep(500);
+	KUNIT_EXPECT_TRUE(test, READ_ONCE(kt->psock->rx_stopped));
+	KUNIT_EXPECT_EQ(test, READ_ONCE(kt->tcp->sk->sk_err), ETIMEDOUT);
+	KUNIT_EXPECT_EQ(test, kt->psock->stats.rx_timeouts, 1);
+	kcm_kt_teardown(kt);
+}
+
+/* A small message is charged what it holds, not a TCP buffer. */
+static void kcm_kt_small_message_charge(struct kunit *test)
+{
+	struct kcm_kt *kt = kcm_kt_setup(test, kcm_kt_len4,
+					 ARRAY_SIZE(kcm_kt_len4));
+	static u8 stream[100 * 64];
+	struct sk_buff *skb;
+	size_t n = 0;
+	int i;
+
+	for (i = 0; i < 100; i++)
+		n += kcm_kt_msg(stream + n, 60, i);
+	KUNIT_ASSERT_EQ(test, kcm_kt_feed(kt, stream, n, 0), (int)n);
+	for (i = 0; i < 100; i++) {
+		skb = kcm_kt_take(kt);
+		KUNIT_ASSERT_NOT_NULL(test, skb);
+		KUNIT_EXPECT_EQ(test, skb->len, 64);
+		KUNIT_EXPECT_LE(test, skb->truesize, 1024);
+		kfree_skb(skb);
+	}
+	kcm_kt_teardown(kt);
+}
+
+/* Round robin over sockets with room; a full socket leaves the turn. */
+static void kcm_kt_pick(struct kunit *test)
+{
+	struct kcm_mux *mux = kcm_mux_alloc(&init_net);
+	struct kcm_sock *a, *b;
+
+	KUNIT_ASSERT_NOT_NULL(test, mux);
+	a = kunit_kzalloc(test, sizeof(*a), GFP_KERNEL);
+	b = kunit_kzalloc(test, sizeof(*b), GFP_KERNEL);
+	KUNIT_ASSERT_TRUE(test, a && b);
+	a->mux = mux;
+	b->mux = mux;
+	a->sk.sk_rcvbuf = 1000;
+	b->sk.sk_rcvbuf = 1000;
+
+	spin_lock_bh(&mux->lock);
+	list_add_tail(&a->rx_node, &mux->rx_ready);
+	a->rx_ready = true;
+	list_add_tail(&b->rx_node, &mux->rx_ready);
+	b->rx_ready = true;
+	KUNIT_EXPECT_PTR_EQ(test, __kcm_rx_pick(mux), a);
+	KUNIT_EXPECT_PTR_EQ(test, __kcm_rx_pick(mux), b);
+	KUNIT_EXPECT_PTR_EQ(test, __kcm_rx_pick(mux), a);
+	atomic_set(&b->sk.sk_rmem_alloc, 1000);
+	KUNIT_EXPECT_PTR_EQ(test, __kcm_rx_pick(mux), a);
+	KUNIT_EXPECT_FALSE(test, b->rx_ready);
+	atomic_set(&a->sk.sk_rmem_alloc, 999);
+	KUNIT_EXPECT_PTR_EQ(test, __kcm_rx_pick(mux), a);
+	atomic_set(&a->sk.sk_rmem_alloc, 1000);
+	KUNIT_EXPECT_NULL(test, __kcm_rx_pick(mux));
+	KUNIT_EXPECT_TRUE(test, list_empty(&mux->rx_ready));
+	spin_unlock_bh(&mux->lock);
+	kcm_mux_free(mux);
+}
+
+static struct kunit_case kcm_rx_test_cases[] = {
+	KUNIT_CASE(kcm_kt_every_split),
+	KUNIT_CASE(kcm_kt_bytewise_and_coalesced),
+	KUNIT_CASE(kcm_kt_zero_length_read),
+	KUNIT_CASE(kcm_kt_length_limits),
+	KUNIT_CASE(kcm_kt_late_length),
+	KUNIT_CASE(kcm_kt_parser_errors),
+	KUNIT_CASE(kcm_kt_large_message),
+	KUNIT_CASE(kcm_kt_timeout),
+	KUNIT_CASE(kcm_kt_small_message_charge),
+	KUNIT_CASE(kcm_kt_pick),
+	{}
+};
+
+static struct kunit_suite kcm_rx_test_suite = {
+	.name = "kcm_rx",
+	.test_cases = kcm_rx_test_cases,
+};
+
+kunit_test_suite(kcm_rx_test_suite);
