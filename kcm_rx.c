@@ -48,6 +48,10 @@
 #define KCM_RX_CHUNK		(16 * PAGE_SIZE)
 /* Retry delay after a failed allocation in process context. */
 #define KCM_RX_RETRY		(HZ / 10)
+/* Messages framed before they are delivered together. */
+#define KCM_RX_BATCH		32
+/* Receiving sockets remembered per batch, to wake each once. */
+#define KCM_RX_WAKE_MAX		8
 
 /* ---- delivery to KCM sockets ---------------------------------------- */
 
@@ -75,15 +79,51 @@ static struct kcm_sock *__kcm_rx_pick(struct kcm_mux *mux)
 	return NULL;
 }
 
-/* Context: mux->lock held; @kcm is in the rotation. */
-static void __kcm_rx_queue(struct kcm_sock *kcm, struct sk_buff *skb)
+/* KCM sockets to wake once a batch of messages is delivered. */
+struct kcm_rx_wake {
+	struct kcm_sock *socks[KCM_RX_WAKE_MAX];
+	unsigned int n;
+};
+
+/* Context: any.  Returns false when @kcm must be woken right away. */
+static bool kcm_rx_wake_later(struct kcm_rx_wake *wake, struct kcm_sock *kcm)
+{
+	unsigned int i;
+
+	if (!wake)
+		return false;
+	for (i = 0; i < wake->n; i++)
+		if (wake->socks[i] == kcm)
+			return true;
+	if (wake->n == KCM_RX_WAKE_MAX)
+		return false;
+	wake->socks[wake->n++] = kcm;
+	return true;
+}
+
+/* Context: mux->lock held, which keeps the sockets alive. */
+static void __kcm_rx_wake_all(struct kcm_rx_wake *wake)
+{
+	unsigned int i;
+
+	for (i = 0; i < wake->n; i++)
+		wake->socks[i]->sk.sk_data_ready(&wake->socks[i]->sk);
+}
+
+/*
+ * Context: mux->lock held; @kcm is in the rotation.  The reader is woken
+ * now, or with the rest of the batch when @wake is given.
+ */
+static void __kcm_rx_queue(struct kcm_sock *kcm, struct sk_buff *skb,
+			   struct kcm_rx_wake *wake)
 {
 	struct sock *sk = &kcm->sk;
 
 	lockdep_assert_held(&kcm->mux->lock);
 	skb_set_owner_r(skb, sk);
 	skb_queue_tail(&sk->sk_receive_queue, skb);
-	sk->sk_data_ready(sk);
+	if (!kcm_rx_wake_later(wake, kcm))
+		sk->sk_data_ready(sk);
 }
 
 /* Context: mux->lock held; @skb was just taken off mux->rx_hold. */
@@ -117,7 +157,7 @@ static void __kcm_rx_dispatch(struct kcm_mux *mux)
 			break;
 		__skb_unlink(skb, &mux->rx_hold);
 		__kcm_rx_unhold(mux, skb);
-		__kcm_rx_queue(kcm, skb);
+		__kcm_rx_queue(kcm, skb, NULL);
 	}
 }
 
@@ -139,24 +179,45 @@ static void __kcm_rx_hold(struct kcm_mux *mux, struct kcm_psock *psock,
 	__skb_queue_tail(&mux->rx_hold, skb);
 }
 
-/* Context: TCP socket lock held; takes mux->lock. */
-static void kcm_rx_deliver(struct kcm_psock *psock, struct sk_buff *skb)
+/* Context: mux->lock held.  One framed message goes out or waits. */
+static void __kcm_rx_deliver(struct kcm_psock *psock, struct sk_buff *skb,
+			     struct kcm_rx_wake *wake)
 {
 	struct kcm_mux *mux = psock->mux;
 	struct kcm_sock *kcm;
 
-	memset(kcm_rx_msg(skb), 0, sizeof(struct kcm_rx_msg));
-	spin_lock_bh(&mux->lock);
+	lockdep_assert_held(&mux->lock);
 	if (likely(skb_queue_empty(&mux->rx_hold))) {
 		kcm = __kcm_rx_pick(mux);
 		if (likely(kcm))
-			__kcm_rx_queue(kcm, skb);
+			__kcm_rx_queue(kcm, skb, wake);
 		else
 			__kcm_rx_hold(mux, psock, skb);
 	} else {
 		__kcm_rx_hold(mux, psock, skb);
 		__kcm_rx_dispatch(mux);
 	}
+}
+
+/*
+ * Deliver the messages framed since the last flush: one mux lock and one
+ * wake-up per receiving socket for the whole batch.
+ *
+ * Context: TCP socket lock held; takes mux->lock.
+ */
+static void kcm_rx_flush_batch(struct kcm_psock *psock)
+{
+	struct kcm_rx_wake wake = { .n = 0 };
+	struct kcm_mux *mux = psock->mux;
+	struct sk_buff *skb;
+
+	if (skb_queue_empty(&psock->rx_batch))
+		return;
+
+	spin_lock_bh(&mux->lock);
+	while ((skb = __skb_dequeue(&psock->rx_batch)))
+		__kcm_rx_deliver(psock, skb, &wake);
+	__kcm_rx_wake_all(&wake);
 	spin_unlock_bh(&mux->lock);
 }
 
@@ -385,7 +446,10 @@ static void kcm_rx_complete(struct kcm_psock *psock, struct sk_buff *skb)
 	psock->rx_msg_len = 0;
 	psock->rx_seen = 0;
 	kcm_rx_timer_stop(psock);
-	kcm_rx_deliver(psock, skb);
+	memset(kcm_rx_msg(skb), 0, sizeof(struct kcm_rx_msg));
+	__skb_queue_tail(&psock->rx_batch, skb);
+	if (skb_queue_len(&psock->rx_batch) >= KCM_RX_BATCH)
+		kcm_rx_flush_batch(psock);
 }
 
 /*
@@ -737,6 +801,7 @@ static void kcm_rx_read(struct kcm_psock *psock, gfp_t gfp)
 		tcp_read_sock(psock->sk, &desc, kcm_rx_actor);
 		err = desc.error;
 	}
+	kcm_rx_flush_batch(psock);
 	kcm_rx_read_done(psock, err);
 }
 
@@ -829,6 +894,7 @@ int kcm_psock_rx_init(struct kcm_psock *psock)
 	if (!psock->rx_skb)
 		return -ENOMEM;
 
+	__skb_queue_head_init(&psock->rx_batch);
 	INIT_DELAYED_WORK(&psock->rx_work, kcm_rx_work);
 	INIT_DELAYED_WORK(&psock->rx_timer_work, kcm_rx_timer_work);
 	return 0;
@@ -845,6 +911,8 @@ int kcm_psock_rx_init(struct kcm_psock *psock)
 void kcm_psock_rx_flush(struct kcm_psock *psock)
 {
 	sock_owned_by_me(psock->sk);
+	/* Whole messages are the application's, even now. */
+	kcm_rx_flush_batch(psock);
 	if (psock->rx_msg || (psock->rx_skb && psock->rx_skb->len))
 		kcm_stat_add(&psock->stats.rx_aborts, 1);
 

@@ -95,6 +95,7 @@ static int kcm_kt_feed(struct kcm_kt *kt, const u8 *data, size_t len,
 	skb_put_data(skb, data, len);
 	used = kcm_rx_actor(&desc, skb, off, len);
 	kfree_skb(skb);
+	kcm_rx_flush_batch(kt->psock);
 	kcm_rx_read_done(kt->psock, desc.error);
 	return desc.error ? desc.error : used;
 }
