@@ -88,6 +88,24 @@ void __kcm_tx_psock_ready(struct kcm_mux *mux, struct kcm_psock *psock)
 	kcm_tx_kick(kcm);
 }
 
+/*
+ * A socket just started waiting: sockets that keep a psock with nothing
+ * to send must give it up (kcm_tx_release() does, in their tx work).
+ *
+ * Context: mux->lock held.
+ */
+static void __kcm_tx_kick_idle_holders(struct kcm_mux *mux)
+{
+	struct kcm_psock *psock;
+
+	lockdep_assert_held(&mux->lock);
+	/* The waiter is listed before we look; pairs with kcm_tx_release(). */
+	smp_mb();
+	list_for_each_entry(psock, &mux->psocks, mux_node)
+		if (psock->tx_kcm && READ_ONCE(psock->tx_kcm->tx_idle_hold))
+			kcm_tx_kick(psock->tx_kcm);
+}
+
 /* Context: mux->lock held. */
 static struct kcm_psock *__kcm_tx_reserve(struct kcm_sock *kcm)
 {
@@ -111,6 +129,7 @@ static struct kcm_psock *__kcm_tx_reserve(struct kcm_sock *kcm)
 	if (!kcm->tx_waiting) {
 		list_add_tail(&kcm->tx_wait_node, &mux->tx_waiters);
 		kcm->tx_waiting = true;
+		__kcm_tx_kick_idle_holders(mux);
 	}
 	return NULL;
 }
@@ -125,6 +144,7 @@ static void __kcm_tx_unreserve(struct kcm_sock *kcm)
 		return;
 
 	WRITE_ONCE(kcm->tx_psock, NULL);
+	WRITE_ONCE(kcm->tx_idle_hold, false);
 	psock->tx_kcm = NULL;
 	kcm_stat_add(&psock->stats.unreserved, 1);
 	__kcm_tx_psock_ready(kcm->mux, psock);
@@ -137,8 +157,11 @@ static struct kcm_psock *kcm_tx_reserve(struct kcm_sock *kcm)
 
 	sock_owned_by_me(&kcm->sk);
 	psock = READ_ONCE(kcm->tx_psock);
-	if (psock)
+	if (psock) {
+		if (kcm->tx_idle_hold)
+			WRITE_ONCE(kcm->tx_idle_hold, false);
 		return psock;
+	}
 
 	spin_lock_bh(&kcm->mux->lock);
 	psock = __kcm_tx_reserve(kcm);
@@ -146,16 +169,30 @@ static struct kcm_psock *kcm_tx_reserve(struct kcm_sock *kcm)
 	return psock;
 }
 
-/* Context: lock_sock(kcm) held; takes mux->lock.  Queue drained. */
+/*
+ * The queue is drained.  While no socket waits for a psock, keep ours:
+ * the next send then needs no mux lock.  A socket that starts waiting
+ * kicks our tx work, which comes back here and gives the psock up.
+ *
+ * Context: lock_sock(kcm) held; may take mux->lock.
+ */
 static void kcm_tx_release(struct kcm_sock *kcm)
 {
+	struct kcm_mux *mux = kcm->mux;
+
 	sock_owned_by_me(&kcm->sk);
 	if (!READ_ONCE(kcm->tx_psock))
 		return;
 
-	spin_lock_bh(&kcm->mux->lock);
+	WRITE_ONCE(kcm->tx_idle_hold, true);
+	/* Pairs with __kcm_tx_kick_idle_holders(). */
+	smp_mb();
+	if (list_empty_careful(&mux->tx_waiters))
+		return;
+
+	spin_lock_bh(&mux->lock);
 	__kcm_tx_unreserve(kcm);
-	spin_unlock_bh(&kcm->mux->lock);
+	spin_unlock_bh(&mux->lock);
 }
 
 /*
@@ -313,6 +350,7 @@ static void kcm_tx_fail(struct kcm_sock *kcm, struct kcm_psock *psock,
 	WRITE_ONCE(psock->tx_stopped, true);
 	psock->tx_kcm = NULL;
 	WRITE_ONCE(kcm->tx_psock, NULL);
+	WRITE_ONCE(kcm->tx_idle_hold, false);
 	kcm_stat_add(&psock->stats.unreserved, 1);
 	mux->mstats.tx_retries++;
 	spin_unlock_bh(&mux->lock);
@@ -528,6 +566,7 @@ void kcm_psock_tx_detach(struct kcm_psock *psock)
 			kcm_stat_add(&psock->stats.unreserved, 1);
 			psock->tx_kcm = NULL;
 			WRITE_ONCE(kcm->tx_psock, NULL);
+			WRITE_ONCE(kcm->tx_idle_hold, false);
 			kcm->tx_offset = 0;
 			kcm_tx_kick(kcm);
 		}
@@ -875,6 +914,7 @@ void kcm_tx_sock_leave(struct kcm_sock *kcm)
 	if (psock && kcm->tx_offset) {
 		__kcm_tx_orphan(kcm, psock);
 		WRITE_ONCE(kcm->tx_psock, NULL);
+		WRITE_ONCE(kcm->tx_idle_hold, false);
 		psock->tx_kcm = NULL;
 		kcm_stat_add(&psock->stats.unreserved, 1);
 	}

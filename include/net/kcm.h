@@ -290,6 +290,8 @@ static inline struct kcm_rx_msg *kcm_rx_msg(struct sk_buff *skb)
  *	lock_sock() of this socket) take it away
  * @tx_wait_node: entry on @mux->tx_waiters while @tx_waiting
  * @tx_waiting: waiting for a psock; under @mux->lock
+ * @tx_idle_hold: keeps @tx_psock with nothing to send (no one waited);
+ *	written under lock_sock() or @mux->lock, read by waiters
  * @tx_closing: the socket is being released; under lock_sock()
  * @tx_partial: the message being built (MSG_MORE, SEQPACKET without
  *	MSG_EOR); under lock_sock()
@@ -311,6 +313,7 @@ struct kcm_sock {
 	struct kcm_psock *tx_psock;
 	struct list_head tx_wait_node;
 	bool tx_waiting;
+	bool tx_idle_hold;
 	bool tx_closing;
 	struct sk_buff *tx_partial;
 	unsigned int tx_offset;
