@@ -1,0 +1,348 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# make bench: one VM boot in which tools/kcmperf measures our kcm.ko and the
+# distribution's, alternately (A B B A for each configuration: only one
+# module can own AF_KCM at a time, so the guest rmmods one and insmods the
+# other), next to the user-space framer and raw TCP of the same bytes.
+# Ends with a table of medians and the ratios ours/distro, ours/user and
+# ours/raw.  A run whose messages did not all arrive intact, or that
+# stalled, shows as FAIL in its cell, never as a number.
+#
+#   bench.sh --module KO [--kver VER] [--distro-module KO] [--secs S]
+#            [--rounds N] [--only 'CFG ...'] [--out DIR] [--timeout S]
+#
+# Configurations (CFG): rx-64 rx-512 rx-16K rx-256K (receive throughput,
+# 2 TCP connections x 2 KCM sockets) and rr-64 (request/response latency,
+# 1 connection, 1 KCM socket), each with default socket buffers and with
+# the distribution module's best tuning (KCM SO_RCVBUF 8 MB; the guest
+# raises net.core.rmem_max to allow it); tx-512 (2 KCM sockets send()
+# over 2 connections; default buffers only).  Also known: tx-64.  Exit status: 0 when every run of ours and of the baselines passed
+# (the distribution module failing is the upstream framing bug, reported
+# but not fatal), 1 otherwise, 2 when the VM itself failed.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/../.." && pwd)
+build=$top/.build
+module=
+kver=
+distro=
+secs=2
+rounds=2
+only=
+out=$build/bench
+timeout_s=1200
+
+usage() {
+	cat >&2 <<'EOF'
+usage: bench.sh --module KO [--kver VER] [--distro-module KO] [--secs S (2)]
+                [--rounds N (2)] [--only 'CFG ...'] [--out DIR] [--timeout S]
+EOF
+	exit 2
+}
+
+while [ $# -gt 0 ]; do
+	case $1 in
+	--module) module=$2; shift 2 ;;
+	--kver) kver=$2; shift 2 ;;
+	--distro-module) distro=$2; shift 2 ;;
+	--secs) secs=$2; shift 2 ;;
+	--rounds) rounds=$2; shift 2 ;;
+	--only) only=$2; shift 2 ;;
+	--out) out=$2; shift 2 ;;
+	--timeout) timeout_s=$2; shift 2 ;;
+	*) usage ;;
+	esac
+done
+
+die() {
+	echo "bench: $*" >&2
+	exit 1
+}
+
+[ -n "$module" ] || usage
+[ -f "$module" ] || die "module not found: $module (build it first: 'make')"
+[ -x "$top/tools/kcmperf" ] || die "tools/kcmperf not built: make tools"
+[[ $secs =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "--secs wants seconds, not '$secs'"
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || die "--rounds wants a positive number"
+modinfo=$(PATH=$PATH:/sbin:/usr/sbin command -v modinfo) ||
+	die "modinfo not found: apt-get install kmod"
+if [ -z "$kver" ]; then
+	kver=$("$modinfo" -F vermagic "$module" | awk '{ print $1 }')
+fi
+if [ -z "$distro" ]; then
+	for f in "/lib/modules/$kver/kernel/net/kcm/kcm.ko"{,.xz,.zst,.gz}; do
+		if [ -f "$f" ]; then
+			distro=$f
+			break
+		fi
+	done
+fi
+[[ -n $distro && -f $distro ]] ||
+	die "no distribution kcm.ko under /lib/modules/$kver/kernel/net/kcm (--distro-module)"
+
+# A module uncompressed: busybox insmod may not decompress.
+install_ko() {
+	case $1 in
+	*.ko.xz) xz -dc "$1" >"$2" ;;
+	*.ko.zst) zstd -qdc "$1" >"$2" ;;
+	*.ko.gz) gzip -dc "$1" >"$2" ;;
+	*) cp "$1" "$2" ;;
+	esac
+}
+
+default_cfgs="rx-64 rx-512 rx-16K rx-256K rr-64 tx-512"
+all_cfgs="$default_cfgs tx-64"
+cfgs=${only:-$default_cfgs}
+for c in $cfgs; do
+	case " $all_cfgs " in
+	*" $c "*) ;;
+	*) die "unknown configuration '$c' (known: $all_cfgs)" ;;
+	esac
+done
+
+payload=$out/payload
+rm -rf "$payload"
+mkdir -p "$payload"
+cp "$top/tools/kcmperf" "$payload/"
+install_ko "$module" "$payload/ours.ko"
+install_ko "$distro" "$payload/distro.ko"
+
+# The guest side (busybox sh).  Every run prints one line
+#   R cfg=... tune=... who=ours|distro|user|raw rc=N <kcmperf's line>
+cat >"$payload/bench-guest.sh" <<GUEST
+#!/bin/sh
+secs=$secs
+rounds=$rounds
+cfgs="$cfgs"
+GUEST
+cat >>"$payload/bench-guest.sh" <<'GUEST'
+stall=3
+# kcmperf ends itself (watchdog) well before this
+limit=$(awk -v s="$secs" -v w="$stall" 'BEGIN { printf "%d", s * 1.2 + 2 * w + 30 }')
+
+# SO_RCVBUF is capped by rmem_max: the tuned runs ask for 8 MB
+echo 33554432 >/proc/sys/net/core/rmem_max
+echo 33554432 >/proc/sys/net/core/wmem_max
+
+cur=none
+use() {
+	[ "$cur" = "$1" ] && return 0
+	if grep -q '^kcm ' /proc/modules; then
+		i=0
+		while ! rmmod kcm 2>/dev/null; do
+			i=$((i + 1))
+			if [ $i -ge 100 ]; then
+				echo "# bench: rmmod kcm failed: $(rmmod kcm 2>&1)"
+				cur=stuck
+				return 1
+			fi
+			sleep 0.1
+		done
+	fi
+	if ! msg=$(insmod "./$1.ko" 2>&1); then
+		echo "# bench: insmod $1.ko failed: $msg"
+		cur=none
+		return 1
+	fi
+	cur=$1
+	echo "# bench: $1 kcm.ko loaded (taint '$(cat /sys/module/kcm/taint)')"
+}
+
+run() {
+	cfg=$1 tune=$2 who=$3
+	shift 3
+	impl=$who
+	case $who in
+	ours | distro)
+		impl=kcm
+		if ! use "$who"; then
+			echo "R cfg=$cfg tune=$tune who=$who rc=nomod"
+			return
+		fi
+		;;
+	esac
+	line=$(timeout -s KILL "$limit" ./kcmperf -i "$impl" -t "$secs" \
+		-W "$stall" "$@" 2>/tmp/err)
+	rc=$?
+	sed 's/^/# /; s/^# # /# /' /tmp/err
+	echo "R cfg=$cfg tune=$tune who=$who rc=$rc $line"
+}
+
+echo "# bench: kernel $(uname -r), $(nproc) CPUs, ${secs}s per run, $rounds rounds"
+for cfg in $cfgs; do
+	case $cfg in
+	rx-*) args="-m rx -s ${cfg#rx-} -c 2 -k 2" ;;
+	rr-*) args="-m rr -s ${cfg#rr-} -c 1 -k 1" ;;
+	tx-*) args="-m tx -s ${cfg#tx-} -c 2 -k 2" ;;
+	esac
+	tunes="default tuned"
+	case $cfg in
+	tx-*) tunes=default ;; # SO_RCVBUF of a KCM socket plays no part
+	esac
+	for tune in $tunes; do
+		tuning=
+		[ $tune = tuned ] && tuning="-B 8M"
+		r=1
+		while [ $r -le "$rounds" ]; do
+			if [ $((r % 2)) = 1 ]; then
+				set -- ours user distro
+			else
+				set -- distro raw ours
+			fi
+			for who; do
+				# shellcheck disable=SC2086 # word lists
+				run "$cfg" "$tune" "$who" $args $tuning
+			done
+			r=$((r + 1))
+		done
+	done
+done
+echo "# bench: done"
+GUEST
+chmod +x "$payload/bench-guest.sh"
+
+vm_rc=0
+"$top/tools/testing/vm/vm.sh" --module "$module" --no-module \
+	--kernel-version "$kver" --extra-modules '' --payload "$payload" \
+	--timeout "$timeout_s" --out "$out/vm" --run 'sh ./bench-guest.sh' ||
+	vm_rc=$?
+
+grep -a '^R ' "$out/vm/output.log" | tr -d '\r' >"$out/results.txt" || true
+[ -s "$out/results.txt" ] || die "no results (VM exit $vm_rc); see $out/vm"
+
+# The table: medians per configuration, tuning and implementation.
+awk -v secs="$secs" '
+# rates with k and M, latencies in plain microseconds
+function fmt(v, lat) {
+	if (lat) return sprintf(v < 100 ? "%.1f" : "%.0f", v)
+	if (v >= 1e7) return sprintf("%.1fM", v / 1e6)
+	if (v >= 1e6) return sprintf("%.2fM", v / 1e6)
+	if (v >= 1e4) return sprintf("%.0fk", v / 1e3)
+	if (v >= 1e3) return sprintf("%.1fk", v / 1e3)
+	return sprintf("%.0f", v)
+}
+function median(key,    n, i, j, t, a) {
+	n = nv[key]
+	for (i = 1; i <= n; i++) a[i] = val[key, i]
+	for (i = 2; i <= n; i++)
+		for (j = i; j > 1 && a[j - 1] > a[j]; j--) {
+			t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
+		}
+	if (n % 2) return a[(n + 1) / 2]
+	return (a[n / 2] + a[n / 2 + 1]) / 2
+}
+function mbmedian(key,    n, i, j, t, a) {
+	n = nv[key]
+	for (i = 1; i <= n; i++) a[i] = mb[key, i]
+	for (i = 2; i <= n; i++)
+		for (j = i; j > 1 && a[j - 1] > a[j]; j--) {
+			t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
+		}
+	if (n % 2) return a[(n + 1) / 2]
+	return (a[n / 2] + a[n / 2 + 1]) / 2
+}
+# value of a cell, or "" when a run failed (text in cell[])
+function cellv(row, who,    key) {
+	key = row SUBSEP who
+	if (fails[key] || !nv[key]) return ""
+	return median(key)
+}
+function celltext(row, who, lat,    key, t) {
+	key = row SUBSEP who
+	if (!runs[key]) return "-"
+	if (fails[key]) {
+		t = "FAIL"
+		if (fails[key] < runs[key])
+			t = t sprintf(" %d/%d", fails[key], runs[key])
+		return t " " why[key]
+	}
+	return fmt(median(key), lat)
+}
+function ratio(a, b) {
+	if (a == "" || b == "" || b == 0) return "-"
+	return sprintf("%.2f", a / b)
+}
+/^R / {
+	delete f
+	for (i = 2; i <= NF; i++) {
+		k = $i; sub(/=.*/, "", k)
+		v = $i; sub(/^[^=]*=/, "", v)
+		f[k] = v
+	}
+	row = f["cfg"] SUBSEP f["tune"]
+	if (!(row in seen)) { seen[row] = 1; rows[++nrows] = row }
+	w = f["who"]
+	n_metrics = (f["cfg"] ~ /^rr/) ? 4 : 1
+	for (m = 1; m <= n_metrics; m++) {
+		r = row SUBSEP m
+		key = r SUBSEP w
+		runs[key]++
+		if (f["result"] != "ok") {
+			fails[key]++
+			t = ""
+			if (f["rc"] == "nomod") t = "no module"
+			else if (f["rc"] == 137) t = "killed"
+			else if (f["result"] == "") t = "rc=" f["rc"]
+			else if (f["bad"] + 0 > 0) t = "bad=" f["bad"]
+			else if (f["stalled"] + 0 == 1) t = "stalled"
+			else t = "lost=" f["lost"]
+			# SO_ERROR of a connection; upstream can post a number
+			# that is no errno at all
+			if (f["err"] ~ /^-?E/) t = t " " f["err"]
+			else if (f["err"] != "-" && f["err"] != "") t = t " err#"
+			# the first reason stays
+			if (why[key] == "") why[key] = t
+			continue
+		}
+		if (n_metrics == 1) v = f["msgs_per_s"]
+		else if (m == 1) v = f["rps"]
+		else if (m == 2) v = f["p50_us"]
+		else if (m == 3) v = f["p99_us"]
+		else v = f["p999_us"]
+		val[key, ++nv[key]] = v + 0
+		if (n_metrics == 1) mb[key, nv[key]] = f["mb_per_s"] + 0
+	}
+}
+END {
+	names[1] = "msg/s"; rrn[1] = "req/s"; rrn[2] = "p50 us"
+	rrn[3] = "p99 us"; rrn[4] = "p99.9 us"
+	fmt_row = "%-8s %-7s %-8s %-23s %-23s %-23s %-23s %6s %6s %6s %9s\n"
+	printf fmt_row, "config", "tuning", "metric", "ours", "distro", "user",
+	       "raw", "o/dist", "o/user", "o/raw", "ours MB/s"
+	for (i = 1; i <= nrows; i++) {
+		split(rows[i], rc, SUBSEP)
+		n_metrics = (rc[1] ~ /^rr/) ? 4 : 1
+		for (m = 1; m <= n_metrics; m++) {
+			r = rows[i] SUBSEP m
+			name = n_metrics == 1 ? names[1] : rrn[m]
+			o = cellv(r, "ours")
+			omb = "-"
+			if (n_metrics == 1 && o != "")
+				omb = sprintf("%.1f", mbmedian(r SUBSEP "ours"))
+			lat = m > 1
+			printf fmt_row, rc[1], rc[2], name, celltext(r, "ours", lat),
+			       celltext(r, "distro", lat), celltext(r, "user", lat),
+			       celltext(r, "raw", lat), ratio(o, cellv(r, "distro")),
+			       ratio(o, cellv(r, "user")), ratio(o, cellv(r, "raw")), omb
+		}
+	}
+	print ""
+	print "Medians of " secs " s runs (ours and distro alternating A B B A)."
+	print "Ratios are ours/other: above 1 is better for msg/s and req/s,"
+	print "below 1 is better for latency.  FAIL n/m: n of m runs lost,"
+	print "damaged or stalled messages; such a cell has no number.  EXXX:"
+	print "the error posted on a connection (err#: not an errno); every"
+	print "run in full (CPU use, MB/s, counts) is in results.txt."
+}' "$out/results.txt" | tee "$out/table.txt"
+
+status=0
+if [ "$vm_rc" = 2 ] || [ "$vm_rc" = 3 ]; then
+	echo "bench: the VM failed (exit $vm_rc): see $out/vm" >&2
+	status=2
+elif grep -E 'who=(ours|user|raw) ' "$out/results.txt" | grep -qv 'result=ok'; then
+	echo "bench: runs of ours or of a baseline failed: see $out/results.txt" >&2
+	status=1
+fi
+echo "bench: results in $out/results.txt, table in $out/table.txt"
+exit "$status"
