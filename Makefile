@@ -6,6 +6,12 @@
 #   make            build ./kcm.ko against KDIR
 #   make check      build, boot the distro kernel in qemu, run the selftests
 #   make run        boot the VM and run the demo program
+#   make bench      ours vs the distro's kcm.ko vs user-space framing vs raw
+#                   TCP, in one VM boot (~5 min in TCG); BENCH_ARGS=... are
+#                   options of tools/testing/bench.sh
+#   make check-debug the selftests on a KASAN/lockdep/kmemleak kernel built
+#                   from linux-source-6.1 with our net/kcm (cached build)
+#   make debug-kernel  only build (or reuse) that kernel and its kcm.ko
 #   make lint       checkpatch --strict, W=1, sparse, kernel-doc, shellcheck
 #   make deps       apt-get install what all of the above needs
 
@@ -19,8 +25,15 @@ KCM_MODULE ?= ours
 BUILD := $(CURDIR)/.build
 VM := tools/testing/vm/vm.sh
 TIMEOUT ?= 900
+DEBUG := $(BUILD)/debug
+DEBUG_TIMEOUT ?= 1500
+# KCM_TESTS=...: only these selftests on the debug kernel
+KCM_TESTS ?=
+# BENCH_ARGS='--only rx-64 --secs 3': options of tools/testing/bench.sh
+BENCH_ARGS ?=
 
-.PHONY: all modules clean check run lint deps deps-check selftests tools
+.PHONY: all modules clean check run lint deps deps-check selftests tools \
+	debug-kernel check-debug bench
 
 all: modules
 
@@ -66,6 +79,29 @@ run: deps-check
 	@$(MAKE) --no-print-directory modules tools >$(BUILD).log 2>&1 || \
 		{ cat $(BUILD).log; echo "kcm: build failed"; exit 1; }
 	tools/testing/run-demo.sh --kver $(KVER) --module $(GUEST_KO)
+
+bench: deps-check
+	@$(MAKE) --no-print-directory modules tools >$(BUILD).log 2>&1 || \
+		{ cat $(BUILD).log; echo "kcm: build failed"; exit 1; }
+	tools/testing/bench.sh --kver $(KVER) --module $(GUEST_KO) $(BENCH_ARGS)
+
+# The kernel build is cached outside the repo (tools/testing/debug-kernel.sh).
+debug-kernel: deps-check
+	tools/testing/debug-kernel.sh --out $(DEBUG)
+
+# Same summary line as check.  The guest side is tools/testing/vm/debug-run.sh;
+# the lint gate and the rig's pattern test belong to 'make check'.
+check-debug: deps-check
+	@tools/testing/debug-kernel.sh --out $(DEBUG) || \
+		{ echo "kcm: debug kernel build failed"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
+	@$(MAKE) --no-print-directory selftests tools >$(DEBUG)/build.log 2>&1 || \
+		{ cat $(DEBUG)/build.log; echo "kcm: build failed"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
+	KCM_VM_MEM=$${KCM_VM_MEM:-2048} tools/testing/check.sh --vm-only \
+		--module $(DEBUG)/kcm.ko --kernel $(DEBUG)/bzImage \
+		--kver $$(cat $(DEBUG)/kernel.release) --extra-modules '' \
+		--stage tools/testing/vm/debug-run.sh --stage $(DEBUG)/kunit \
+		--run 'sh debug-run.sh $(KCM_TESTS)' --out $(DEBUG)/check \
+		--timeout $(DEBUG_TIMEOUT)
 
 lint: deps-check
 	tools/lint.sh --kdir $(KDIR)

@@ -12,6 +12,8 @@ PKGS=(
 	linux-headers-amd64 linux-image-amd64
 	qemu-system-x86 busybox-static
 	sparse shellcheck linux-source-6.1 perl python3
+	# the debug kernel (make check-debug): pahole (dwarves) makes its BTF
+	flex bison libelf-dev libssl-dev dwarves util-linux
 )
 
 missing() {

@@ -5,7 +5,13 @@
 # whole selftest suite against a module, then the TAP is counted.  Ends with "N passed, N failed, N skipped".
 #
 #   check.sh --module KO [--module-kind ours|distro|path] [--kver VER]
-#            [--timeout SECS]
+#            [--timeout SECS] [--kernel IMG] [--run CMD] [--stage PATH]...
+#            [--extra-modules LIST] [--out DIR] [--vm-only]
+#
+# --kernel, --extra-modules: passed to vm.sh.  --run: the guest command
+# (selftests/run_tests.sh).  --stage: also copied into the guest's /kcm.
+# --out: where the payload, check.log and vm/ go (.build).  --vm-only: no
+# lint gate, no rig pattern test.  make check-debug uses all of them.
 #
 # "not ok ... # TODO" lines are behaviours where the module under test
 # (the distro's kcm.ko) is recorded to differ from ours: counted as passed
@@ -18,6 +24,11 @@ module=
 kind=ours
 kver=
 timeout=900
+kernel=
+run=selftests/run_tests.sh
+extra=()
+stage=()
+vm_only=
 
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -25,7 +36,14 @@ while [ $# -gt 0 ]; do
 	--module-kind) kind=$2; shift 2 ;;
 	--kver) kver=$2; shift 2 ;;
 	--timeout) timeout=$2; shift 2 ;;
-	*) echo "usage: $0 --module KO [--module-kind K] [--kver V] [--timeout S]" >&2; exit 2 ;;
+	--kernel) kernel=$2; shift 2 ;;
+	--run) run=$2; shift 2 ;;
+	--extra-modules) extra=(--extra-modules "$2"); shift 2 ;;
+	--stage) stage+=("$2"); shift 2 ;;
+	--out) build=$2; shift 2 ;;
+	--vm-only) vm_only=1; shift ;;
+	*) echo "usage: $0 --module KO [--module-kind K] [--kver V] [--timeout S] [--kernel IMG]" \
+		"[--run CMD] [--stage PATH]... [--extra-modules LIST] [--out DIR] [--vm-only]" >&2; exit 2 ;;
 	esac
 done
 
@@ -43,7 +61,8 @@ payload=$build/payload
 rm -rf "$payload"
 mkdir -p "$payload"
 if ! make -s -C "$top/selftests" install INSTALL_PATH="$payload/selftests" >/dev/null ||
-   ! cp "$top/tools/kcm_demo" "$payload/"; then
+   ! cp "$top/tools/kcm_demo" "$payload/" ||
+   { [ "${#stage[@]}" != 0 ] && ! cp -a "${stage[@]}" "$payload/"; }; then
 	echo "check: could not stage the selftests" >&2
 	summary 0 1 0
 	exit 1
@@ -53,21 +72,24 @@ log=$build/check.log
 : >"$log"
 
 # The lint gate is part of the check of our own module.
-if [ "$kind" = ours ] && [ -z "${KCM_SKIP_LINT:-}" ]; then
+if [ "$kind" = ours ] && [ -z "${KCM_SKIP_LINT:-}" ] && [ -z "$vm_only" ]; then
 	echo "# lint"
 	"$top/tools/lint.sh" | tee -a "$log"
 fi
 
 # The VM rig's own kernel-log patterns, on sample lines (host side).
-echo "# vm rig: kernel log patterns"
-"$top/tools/testing/vm/test-scan.sh" | tee -a "$log"
+if [ -z "$vm_only" ]; then
+	echo "# vm rig: kernel log patterns"
+	"$top/tools/testing/vm/test-scan.sh" | tee -a "$log"
+fi
 
 vm_args=(--module "$module" --payload "$payload" --timeout "$timeout"
-	 --run "selftests/run_tests.sh" --env "KCM_MODULE=$kind"
-	 --out "$build/vm")
+	 --run "$run" --env "KCM_MODULE=$kind"
+	 --out "$build/vm" "${extra[@]}")
 [ -n "$kver" ] && vm_args+=(--kernel-version "$kver")
+[ -n "$kernel" ] && vm_args+=(--kernel "$kernel")
 
-echo "# kcm check: module $kind ($module)${kver:+, kernel $kver}"
+echo "# kcm check: module $kind ($module)${kver:+, kernel $kver}${kernel:+ ($kernel)}"
 "$top/tools/testing/vm/vm.sh" "${vm_args[@]}" | tee -a "$log"
 rc=${PIPESTATUS[0]}
 

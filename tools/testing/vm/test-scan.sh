@@ -37,6 +37,7 @@ bad|[    1.000000] unreferenced object 0xffff888004f1c000 (size 256):
 bad|[    1.000000] Call Trace:
 bad|[    1.000000] rcu: INFO: rcu_preempt self-detected stall on CPU
 bad|[    1.000000] rcu: INFO: rcu_sched detected stalls on CPUs/tasks:
+bad|[    1.000000] INFO: rcu_tasks detected stalls on tasks:
 bad|[    1.000000] BUG kcm_mux_cache (Tainted: G           O     ): Objects remaining in kcm_mux_cache on __kmem_cache_shutdown()
 bad|[    1.000000] BUG kmalloc-64 (Not tainted): Poison overwritten
 bad|[    1.000000] watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [kcm:100]

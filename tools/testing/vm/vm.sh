@@ -113,7 +113,9 @@ default_kver() {
 # reports are "kmemleak: N new suspected memory leaks" + "unreferenced object".
 # "BUG <cache> (Not tainted):" is SLUB's corruption / objects-left report.
 # Lockdep and RCU-usage reports all start with "WARNING:".
-KERNEL_PROBLEM_RE='Kernel panic|Oops|BUG:|BUG [^ ]+ \((Not t|T)ainted|WARNING:|KASAN|UBSAN|KFENCE|general protection fault|possible recursive locking|possible circular locking|INFO: task .* blocked|kmemleak|unreferenced object|Call Trace|RCU stall|rcu_[a-z]+ self-detected stall|rcu: INFO: .*detected stall|hard LOCKUP'
+# RCU stalls: "rcu: INFO: rcu_preempt detected stalls", and the RCU-tasks
+# flavours' "INFO: rcu_tasks detected stalls on tasks:" (no "rcu: ").
+KERNEL_PROBLEM_RE='Kernel panic|Oops|BUG:|BUG [^ ]+ \((Not t|T)ainted|WARNING:|KASAN|UBSAN|KFENCE|general protection fault|possible recursive locking|possible circular locking|INFO: task .* blocked|kmemleak|unreferenced object|Call Trace|RCU stall|rcu_[a-z]+ self-detected stall|INFO: .*detected stall|hard LOCKUP'
 KERNEL_BENIGN_RE='kmemleak: Kernel memory leak detector initialized|kmemleak: Automatic memory scanning thread started'
 
 # Print the first problem line of kernel log $1 (with "\r" stripped) and
