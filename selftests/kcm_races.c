@@ -107,6 +107,8 @@ static void *toggle_thread(void *arg)
 			   sizeof(one));
 		setsockopt(shared_kcm, SOL_KCM, KCM_RECV_DISABLE, &zero,
 			   sizeof(zero));
+		/* Race, but let the reader in: a spinning toggler starves it. */
+		usleep(50);
 	}
 	return NULL;
 }
@@ -117,9 +119,9 @@ static void *toggle_thread(void *arg)
  * re-clones a second reader.  Each message is seen exactly once.
  */
 TEST_DIFFERS(recv_vs_requeue,
-	     "messages stop arriving here (745 of 3000 seen): they straddle segments")
+	     "messages stop arriving here: they straddle segments")
 {
-	enum { MSGS = 3000 };
+	enum { MSGS = 2000 };
 	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_parser_len4();
 	static unsigned char seen[MSGS];
 	int peer, local, got = 0, idle = 0;
