@@ -7,8 +7,9 @@
  * ====================
  *
  * This file: the family, socket ops and module.  The mux life cycle and
- * namespaces, attach/unattach, the receive path and /proc have files of
- * their own.
+ * namespaces (kcm_mux.c), attach/unattach (kcm_psock.c), the receive path
+ * (kcm_rx.c), the transmit path (kcm_tx.c) and /proc (kcmproc.c) have
+ * files of their own.
  *
  * Objects
  * -------
@@ -24,8 +25,9 @@
  * struct kcm_sock is the socket an application reads and writes whole
  * messages on.  It belongs to exactly one mux for its whole visible life.
  *
- * struct kcm_psock is an attached TCP socket: its data_ready callback
- * and sk_user_data point at the psock while it is attached.
+ * struct kcm_psock is an attached TCP socket: its data_ready, write_space
+ * and state_change callbacks and its sk_user_data are the psock's while it
+ * is attached.
  *
  * References
  * ----------
