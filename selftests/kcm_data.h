@@ -186,6 +186,19 @@ static inline int kcm_write_all(int fd, const char *buf, size_t len)
 	return 0;
 }
 
+static inline int kcm_read_full(int fd, char *buf, size_t len)
+{
+	while (len) {
+		ssize_t n = read(fd, buf, len);
+
+		if (n <= 0)
+			return -1;
+		buf += n;
+		len -= n;
+	}
+	return 0;
+}
+
 /* Sends messages @first..@first+@n-1 of @plen bytes in one write. */
 static inline int kcm_send_msgs(int fd, uint32_t first, int n, size_t plen)
 {
@@ -208,6 +221,24 @@ static inline void kcm_set_timeo(int fd, int optname, int ms)
 			      .tv_usec = (ms % 1000) * 1000 };
 
 	setsockopt(fd, SOL_SOCKET, optname, &tv, sizeof(tv));
+}
+
+/*
+ * A KCM socket of @type with the TCP socket @local attached (len4 parser);
+ * its reads and those of @peer time out instead of hanging a test.
+ */
+static inline int kcm_with_tcp(int type, int *peer, int *local)
+{
+	int kcm = kcm_socket(type), prog = kcm_parser_len4();
+
+	ASSERT_GE(kcm, 0);
+	ASSERT_GE(prog, 0);
+	ASSERT_OK(kcm_tcp_pair(peer, local));
+	ASSERT_OK(kcm_attach(kcm, *local, prog));
+	close(prog);
+	kcm_set_timeo(kcm, SO_RCVTIMEO, 5000);
+	kcm_set_timeo(*peer, SO_RCVTIMEO, 10000);
+	return kcm;
 }
 
 /* recvmsg() into @buf; the message flags go to @flags_out. */

@@ -54,19 +54,6 @@ static void faults_on(int on)
 	write_str("/proc/thread-self/make-it-fail", on ? "1" : "0");
 }
 
-static int read_full(int fd, char *p, size_t len)
-{
-	while (len) {
-		ssize_t n = read(fd, p, len);
-
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= n;
-	}
-	return 0;
-}
-
 static int clean_errno(int e)
 {
 	return e == ENOMEM || e == ENOBUFS || e == EAGAIN || e == EFAULT ||
@@ -136,7 +123,7 @@ TEST(allocations_fail)
 			ASSERT_EQ(n, len);
 			/* Acknowledged: it must arrive, whole. */
 			faults_on(0);
-			ASSERT_OK(read_full(peer, in, len));
+			ASSERT_OK(kcm_read_full(peer, in, len));
 			ASSERT_EQ(memcmp(in, msg, len), 0);
 			sent++;
 			faults_on(1);

@@ -98,6 +98,38 @@ static inline int kcm_proc_read(struct kcm_proc *p)
 	return p->title_muxes < 0 ? -1 : 0;
 }
 
+/* The counters of one "kcm-" or "psock-" line of /proc/net/kcm. */
+struct kcm_proc_obj {
+	long long rx_msgs, rx_bytes, tx_msgs, tx_bytes, recv_q, rmem;
+};
+
+/* Reads the kcm- and psock- lines; returns how many, or -1. */
+static inline int kcm_proc_objs(struct kcm_proc_obj *o, int max)
+{
+	char line[512];
+	int n = 0;
+	FILE *f = fopen("/proc/net/kcm", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		const char *s = line + strspn(line, " ");
+
+		if (strncmp(s, "kcm-", 4) && strncmp(s, "psock-", 6))
+			continue;
+		if (n == max ||
+		    sscanf(s, "%*s %lld %lld %lld %lld %lld %lld",
+			   &o[n].rx_msgs, &o[n].rx_bytes, &o[n].tx_msgs,
+			   &o[n].tx_bytes, &o[n].recv_q, &o[n].rmem) != 6) {
+			n = -1;
+			break;
+		}
+		n++;
+	}
+	fclose(f);
+	return n;
+}
+
 /* What /proc/net/kcm_stats says: the two value lines. */
 struct kcm_stats {
 	unsigned long long mux[9];	/* RX-Msgs .. RX-RdyDrops */

@@ -91,32 +91,19 @@ static int send_seq(int fd, uint32_t seq)
 	return n == (ssize_t)len ? 0 : -1;
 }
 
-static int read_full(int fd, char *buf, size_t len)
-{
-	while (len) {
-		ssize_t n = read(fd, buf, len);
-
-		if (n <= 0)
-			return -1;
-		buf += n;
-		len -= n;
-	}
-	return 0;
-}
-
 /* Reads one message from a TCP stream: its seq, -1 bad, -2 error/EOF. */
 static long tcp_read_msg(int fd, char *buf)
 {
 	uint32_t hdr;
 	size_t plen;
 
-	if (read_full(fd, buf, KCM_HDR))
+	if (kcm_read_full(fd, buf, KCM_HDR))
 		return -2;
 	memcpy(&hdr, buf, KCM_HDR);
 	plen = ntohl(hdr);
 	if (KCM_HDR + plen > MSG_MAX)
 		return -1;
-	if (read_full(fd, buf + KCM_HDR, plen))
+	if (kcm_read_full(fd, buf + KCM_HDR, plen))
 		return -2;
 	return msg_check(buf, KCM_HDR + plen);
 }
@@ -538,7 +525,7 @@ static void tx_reader0(int fd, int r0)
 
 	for (i = 0; i < r0; i++)
 		record(0, tcp_read_msg(fd, buf), buf);
-	if (read_full(fd, buf, KCM_HDR + 8))
+	if (kcm_read_full(fd, buf, KCM_HDR + 8))
 		_exit(2);
 	st(&sh->stopped, 1);
 	end = now_ms() + TIMEO_MS;

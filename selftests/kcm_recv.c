@@ -15,20 +15,6 @@
 
 static char rbuf[BIG + 64];
 
-/* A KCM socket of @type with the TCP socket @local attached (len4 parser). */
-static int kcm_with_tcp(int type, int *peer, int *local)
-{
-	int kcm = kcm_socket(type), prog = kcm_parser_len4();
-
-	ASSERT_GE(kcm, 0);
-	ASSERT_GE(prog, 0);
-	ASSERT_OK(kcm_tcp_pair(peer, local));
-	ASSERT_OK(kcm_attach(kcm, *local, prog));
-	close(prog);
-	kcm_set_timeo(kcm, SO_RCVTIMEO, 5000);
-	return kcm;
-}
-
 TEST(attach_bad_fds)
 {
 	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_parser_len4();
@@ -573,27 +559,18 @@ TEST_DIFFERS(slow_reader_loses_nothing,
 TEST_DIFFERS(small_message_charge,
 	     "each small message is charged the whole coalesced TCP buffer")
 {
-	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
-	int n = 100;
-	char line[512];
-	FILE *f;
-	int rmem = -1, q = -1;
+	struct kcm_proc_obj obj[4];
+	int peer, local, kcm, n = 100;
 
+	kcm_enter_netns();
+	kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
 	ASSERT_OK(kcm_send_msgs(peer, 0, n, 60));
 	usleep(300000);
-	f = fopen("/proc/net/kcm", "r");
-	ASSERT_TRUE(f);
-	while (fgets(line, sizeof(line), f)) {
-		const char *s = line + strspn(line, " ");
-
-		if (!strncmp(s, "kcm-", 4))
-			ASSERT_EQ(sscanf(s, "%*s %*s %*s %*s %*s %d %d", &q,
-					 &rmem), 2);
-	}
-	fclose(f);
-	ASSERT_EQ(q, n);
-	TH_LOG("%d messages of 64 bytes hold %d bytes", n, rmem);
-	EXPECT_TRUE(rmem <= n * 1024);
+	/* obj[0] is the KCM socket, obj[1] its psock. */
+	ASSERT_EQ(kcm_proc_objs(obj, ARRAY_SIZE(obj)), 2);
+	ASSERT_EQ(obj[0].recv_q, n);
+	TH_LOG("%d messages of 64 bytes hold %lld bytes", n, obj[0].rmem);
+	EXPECT_TRUE(obj[0].rmem <= n * 1024);
 	close(kcm);
 }
 
@@ -634,12 +611,11 @@ TEST_DIFFERS(many_connections,
 /* After unattach the TCP socket is the application's again. */
 TEST(unattach_returns_socket)
 {
-	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
 	struct kcm_proc p;
+	int peer, local, kcm;
 	char buf[16];
 
 	kcm_enter_netns();
-	close(kcm);
 	kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
 	ASSERT_OK(kcm_send_msgs(peer, 1, 1, 8));
 	ASSERT_EQ(kcm_recv_check(kcm, rbuf, 64), 1);
@@ -689,31 +665,20 @@ TEST(mux_close_releases_tcp)
 /* /proc counts what was received, per socket and per psock. */
 TEST(proc_counts_rx)
 {
-	int peer, local, kcm, n = 0, msgs = -1, bytes = -1, i;
-	char line[512];
-	FILE *f;
+	struct kcm_proc_obj obj[4];
+	int peer, local, kcm, i;
 
 	kcm_enter_netns();
 	kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
 	ASSERT_OK(kcm_send_msgs(peer, 0, 7, 10));
 	for (i = 0; i < 7; i++)
 		ASSERT_EQ(kcm_recv_check(kcm, rbuf, 64), i);
-	f = fopen("/proc/net/kcm", "r");
-	ASSERT_TRUE(f);
-	while (fgets(line, sizeof(line), f)) {
-		const char *s = line + strspn(line, " ");
-
-		if (!strncmp(s, "kcm-", 4) || !strncmp(s, "psock-", 6)) {
-			int got = sscanf(s, "%*s %d %d", &msgs, &bytes);
-
-			ASSERT_EQ(got, 2);
-			EXPECT_EQ(msgs, 7);
-			EXPECT_EQ(bytes, 7 * 14);
-			n++;
-		}
+	/* One kcm- line and one psock- line. */
+	ASSERT_EQ(kcm_proc_objs(obj, ARRAY_SIZE(obj)), 2);
+	for (i = 0; i < 2; i++) {
+		EXPECT_EQ(obj[i].rx_msgs, 7);
+		EXPECT_EQ(obj[i].rx_bytes, 7 * 14);
 	}
-	fclose(f);
-	ASSERT_EQ(n, 2);
 	close(kcm);
 }
 

@@ -16,19 +16,6 @@ static void stats(struct kcm_stats *st)
 	ASSERT_EQ(kcm_stats_read(st), 0);
 }
 
-static int read_full(int fd, char *p, size_t len)
-{
-	while (len) {
-		ssize_t n = read(fd, p, len);
-
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= n;
-	}
-	return 0;
-}
-
 /*
  * An upstream header: each name is printed left-aligned in a field of the
  * given width, fields separated by one space, a newline after the last.
@@ -102,7 +89,7 @@ TEST_DIFFERS(stats_messages_survive_the_mux,
 	for (i = 0; i < 2; i++) {
 		len = kcm_msg_build(msg, 36, i);
 		ASSERT_EQ(send(kcm, msg, len, 0), len);
-		ASSERT_OK(read_full(peer, buf, len));
+		ASSERT_OK(kcm_read_full(peer, buf, len));
 	}
 	stats(&st);
 	EXPECT_EQ(st.mux[KS_RX_MSGS], 3);
@@ -217,7 +204,7 @@ TEST_DIFFERS(stats_failover,
 	usleep(100000);
 	ASSERT_EQ(send(kcm, msg, len, 0), len);
 	kcm_set_timeo(pb, SO_RCVTIMEO, 5000);
-	ASSERT_OK(read_full(pb, buf, len));
+	ASSERT_OK(kcm_read_full(pb, buf, len));
 	stats(&st);
 	EXPECT_EQ(st.mux[KS_TX_RETRIES], 1);
 	EXPECT_EQ(st.psock[KP_TX_ABORTS], 1);
@@ -248,7 +235,7 @@ TEST_DIFFERS(stats_unattach_reserved,
 	ASSERT_OK(kcm_attach(kcm, lb, kcm_parser_len4()));
 	ASSERT_OK(kcm_unattach(kcm, la));
 	kcm_set_timeo(pb, SO_RCVTIMEO, 5000);
-	ASSERT_OK(read_full(pb, buf, len));
+	ASSERT_OK(kcm_read_full(pb, buf, len));
 	stats(&st);
 	EXPECT_EQ(st.mux[KS_UNATTACH], 1);
 	EXPECT_EQ(st.mux[KS_UNATTACH_RSVD], 1);
