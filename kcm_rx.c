@@ -13,7 +13,10 @@
  *
  * A small message (up to KCM_RX_SMALL bytes) is cut from the buffer into
  * an skb of its own size, so a KCM socket is charged what the message
- * holds, not the TCP segment it came in.  A larger message is assembled
+ * holds, not the TCP segment it came in.  Its head comes from a per-psock
+ * page fragment cache (build_skb()): a kmalloc() per message, zeroed by
+ * init_on_alloc on distro kernels, was the largest single cost of small
+ * messages.  A larger message is assembled
  * in page-backed skbs (rx_msg, chained on its frag_list), filled straight
  * from the TCP socket.
  *
@@ -61,6 +64,22 @@ static bool kcm_rx_has_room(struct kcm_sock *kcm)
 	struct sock *sk = &kcm->sk;
 
 	return atomic_read(&sk->sk_rmem_alloc) < READ_ONCE(sk->sk_rcvbuf);
+}
+
+/*
+ * May a socket out of the rotation rejoin it?  Once full, it waits until
+ * its reader has drained half of its buffer (or all of it), so it takes
+ * the next messages in a batch rather than one per recvmsg().
+ *
+ * Context: any; reads the receive queue's memory locklessly.
+ */
+static bool kcm_rx_may_join(struct kcm_sock *kcm)
+{
+	struct sock *sk = &kcm->sk;
+
+	if (skb_queue_empty_lockless(&sk->sk_receive_queue))
+		return kcm_rx_has_room(kcm);
+	return atomic_read(&sk->sk_rmem_alloc) <= READ_ONCE(sk->sk_rcvbuf) / 2;
 }
 
 /* Context: mux->lock held. */
@@ -271,7 +290,7 @@ void __kcm_rx_join(struct kcm_sock *kcm)
 	struct kcm_mux *mux = kcm->mux;
 
 	lockdep_assert_held(&mux->lock);
-	if (kcm->rx_ready || kcm->rx_disabled || !kcm_rx_has_room(kcm))
+	if (kcm->rx_ready || kcm->rx_disabled || !kcm_rx_may_join(kcm))
 		return;
 
 	list_add_tail(&kcm->rx_node, &mux->rx_ready);
@@ -305,7 +324,8 @@ void kcm_rx_sock_join(struct kcm_sock *kcm)
 {
 	struct kcm_mux *mux = kcm->mux;
 
-	if (READ_ONCE(kcm->rx_ready) || READ_ONCE(kcm->rx_disabled))
+	if (READ_ONCE(kcm->rx_ready) || READ_ONCE(kcm->rx_disabled) ||
+	    !kcm_rx_may_join(kcm))
 		return;
 
 	spin_lock_bh(&mux->lock);
@@ -537,6 +557,42 @@ static int kcm_rx_buf_room(struct kcm_psock *psock)
 	return 0;
 }
 
+/*
+ * An skb for a small message, its head carved from the psock's page
+ * fragment cache: no kmalloc() per message, and (with init_on_alloc) only
+ * the bytes the message uses are ever zeroed, once per page.
+ *
+ * Context: TCP socket lock held, which serialises the fragment cache.
+ */
+static struct sk_buff *kcm_rx_small_skb(struct kcm_psock *psock,
+					unsigned int len)
+{
+	unsigned int size = SKB_DATA_ALIGN(len) +
+			    SKB_DATA_ALIGN(sizeof(struct skb_shared_info));
+	struct sk_buff *skb;
+	void *data;
+
+	data = page_frag_alloc(&psock->rx_frag, size,
+			       psock->rx_gfp | __GFP_NOWARN);
+	if (!data)
+		return NULL;
+	skb = build_skb(data, size);
+	if (!skb)
+		skb_free_frag(data);
+	return skb;
+}
+
+/* Context: TCP socket lock held.  Drops the psock's fragment cache. */
+static void kcm_rx_frag_drain(struct kcm_psock *psock)
+{
+	struct page_frag_cache *nc = &psock->rx_frag;
+
+	if (!nc->va)
+		return;
+	__page_frag_cache_drain(virt_to_head_page(nc->va), nc->pagecnt_bias);
+	nc->va = NULL;
+}
+
 /* Context: TCP socket lock held.  Cuts a small message from the buffer. */
 static int kcm_rx_emit_small(struct kcm_psock *psock)
 {
@@ -544,7 +600,7 @@ static int kcm_rx_emit_small(struct kcm_psock *psock)
 	unsigned int len = psock->rx_msg_len;
 	struct sk_buff *skb;
 
-	skb = alloc_skb(len, psock->rx_gfp | __GFP_NOWARN);
+	skb = kcm_rx_small_skb(psock, len);
 	if (!skb) {
 		kcm_stat_add(&psock->stats.rx_mem_fail, 1);
 		return -ENOMEM;
@@ -922,33 +978,47 @@ void kcm_psock_rx_flush(struct kcm_psock *psock)
 	kfree_skb(psock->rx_skb);
 	psock->rx_skb = NULL;
 	psock->rx_timing = false;
+	kcm_rx_frag_drain(psock);
 }
 
 /* ---- reading --------------------------------------------------------- */
 
-/* Context: lock_sock(sk) held; only its owner unlinks from the queue. */
-static struct sk_buff *kcm_rx_peek(struct sock *sk)
+/*
+ * The message at the head of the receive queue.  It is unlinked at once
+ * when this read finishes it (DGRAM, or a SEQPACKET read with room for the
+ * rest), so a message costs one trip through the queue lock.
+ *
+ * Context: lock_sock(sk) held; only its owner unlinks from the queue.
+ */
+static struct sk_buff *kcm_rx_take(struct sock *sk, size_t len, int flags,
+				   bool *unlinked)
 {
 	struct sk_buff_head *queue = &sk->sk_receive_queue;
 	struct sk_buff *skb;
-	unsigned long flags;
+	unsigned long irqf;
 
 	if (skb_queue_empty_lockless(queue))
 		return NULL;
 
-	spin_lock_irqsave(&queue->lock, flags);
+	spin_lock_irqsave(&queue->lock, irqf);
 	skb = skb_peek(queue);
-	spin_unlock_irqrestore(&queue->lock, flags);
+	*unlinked = skb && !(flags & MSG_PEEK) &&
+		    (sk->sk_type == SOCK_DGRAM ||
+		     len >= skb->len - kcm_rx_msg(skb)->offset);
+	if (*unlinked)
+		__skb_unlink(skb, queue);
+	spin_unlock_irqrestore(&queue->lock, irqf);
 	return skb;
 }
 
 /*
- * Wait for a message.  An empty socket rejoins the rotation first, which
- * may hand it a held message at once.
+ * Wait for a message and take it (see kcm_rx_take()).  An empty socket
+ * rejoins the rotation first, which may hand it a held message at once.
  *
  * Context: lock_sock(sk) held; dropped while sleeping.
  */
 static struct sk_buff *kcm_rx_wait(struct kcm_sock *kcm, long timeo,
+				   size_t len, int flags, bool *unlinked,
 				   int *err)
 {
 	DEFINE_WAIT_FUNC(wait, woken_wake_function);
@@ -956,7 +1026,7 @@ static struct sk_buff *kcm_rx_wait(struct kcm_sock *kcm, long timeo,
 	struct sk_buff *skb;
 
 	for (;;) {
-		skb = kcm_rx_peek(sk);
+		skb = kcm_rx_take(sk, len, flags, unlinked);
 		if (skb)
 			return skb;
 		if (READ_ONCE(sk->sk_err)) {
@@ -982,19 +1052,19 @@ static struct sk_buff *kcm_rx_wait(struct kcm_sock *kcm, long timeo,
 	}
 }
 
-/* Context: lock_sock(sk) held.  @copied bytes of @skb were read. */
+/*
+ * @copied bytes of @skb were read: free it if it was taken off the queue,
+ * else remember how far a SEQPACKET reader got.
+ *
+ * Context: lock_sock(sk) held.
+ */
 static void kcm_rx_consume(struct kcm_sock *kcm, struct sk_buff *skb,
-			   unsigned int copied)
+			   unsigned int copied, bool unlinked)
 {
-	struct kcm_rx_msg *rxm = kcm_rx_msg(skb);
-	struct sock *sk = &kcm->sk;
-
-	if (sk->sk_type == SOCK_SEQPACKET && rxm->offset + copied < skb->len) {
-		rxm->offset += copied;
+	if (!unlinked) {
+		kcm_rx_msg(skb)->offset += copied;
 		return;
 	}
-
-	skb_unlink(skb, &sk->sk_receive_queue);
 	kcm_stat_add(&kcm->stats.rx_msgs, 1);
 	kcm_stat_add(&kcm->stats.rx_bytes, skb->len);
 	consume_skb(skb);
@@ -1009,7 +1079,8 @@ static void kcm_rx_consume(struct kcm_sock *kcm, struct sk_buff *skb,
  *
  * A SOCK_DGRAM message that does not fit ends the record anyway: the rest
  * is discarded and MSG_TRUNC says so.  A SOCK_SEQPACKET reader gets the
- * rest with the next calls, MSG_EOR marking the last piece.
+ * rest with the next calls, MSG_EOR marking the last piece.  A message
+ * that faults while being copied stays at the head of the queue.
  *
  * Context: process context, may sleep.
  * Return: bytes read, or a negative errno.
@@ -1020,6 +1091,7 @@ int kcm_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	struct sock *sk = sock->sk;
 	struct kcm_sock *kcm = kcm_sk(sk);
 	unsigned int avail, copied;
+	bool unlinked = false;
 	struct sk_buff *skb;
 	int err = 0;
 	long timeo;
@@ -1029,7 +1101,7 @@ int kcm_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 
 	timeo = sock_rcvtimeo(sk, flags & MSG_DONTWAIT);
 	lock_sock(sk);
-	skb = kcm_rx_wait(kcm, timeo, &err);
+	skb = kcm_rx_wait(kcm, timeo, len, flags, &unlinked, &err);
 	if (!skb)
 		goto out;
 
@@ -1037,8 +1109,11 @@ int kcm_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	copied = min_t(size_t, len, avail);
 	err = skb_copy_datagram_msg(skb, kcm_rx_msg(skb)->offset, msg,
 				    copied);
-	if (err)
+	if (err) {
+		if (unlinked)
+			skb_queue_head(&sk->sk_receive_queue, skb);
 		goto out;
+	}
 
 	err = copied;
 	if (copied == avail)
@@ -1046,7 +1121,7 @@ int kcm_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	else if (sk->sk_type == SOCK_DGRAM)
 		msg->msg_flags |= MSG_TRUNC | MSG_EOR;
 	if (!(flags & MSG_PEEK))
-		kcm_rx_consume(kcm, skb, copied);
+		kcm_rx_consume(kcm, skb, copied, unlinked);
 	kcm_rx_sock_join(kcm);
 out:
 	release_sock(sk);

@@ -207,6 +207,7 @@ struct kcm_mux {
  *	@mux->lock, read locklessly by the framing code
  * @rx_held: bytes of our messages on @mux->rx_hold; under @mux->lock
  * @rx_batch: messages framed in this read, delivered together at its end
+ * @rx_frag: where the heads of small messages are carved from
  * @rx_gfp: allocation flags of the current framing context
  * @rx_work: framing in process context
  * @rx_timer_work: assembly timeout
@@ -245,6 +246,7 @@ struct kcm_psock {
 	bool rx_paused;
 	unsigned int rx_held;
 	struct sk_buff_head rx_batch;
+	struct page_frag_cache rx_frag;
 	gfp_t rx_gfp;
 	struct delayed_work rx_work;
 	struct delayed_work rx_timer_work;
