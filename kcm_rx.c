@@ -17,8 +17,12 @@
  * page fragment cache (build_skb()): a kmalloc() per message, zeroed by
  * init_on_alloc on distro kernels, was the largest single cost of small
  * messages.  A larger message is assembled
- * in page-backed skbs (rx_msg, chained on its frag_list), filled straight
- * from the TCP socket.
+ * as skbs chained on the frag_list of rx_msg: pieces that reference the
+ * page fragments of TCP's own skbs (no copy; each is charged for the
+ * bytes it references), or, for bytes in TCP's linear data, in small
+ * segments or in pages a sender may still change, page-backed chunks the
+ * bytes are copied into.  After a large message only KCM_RX_STEP bytes
+ * at a time go through rx_skb, so the next one is not copied twice.
  *
  * Framing runs under the TCP socket's lock: in the data_ready softirq when
  * the socket is not owned by a task, otherwise in rx_work.
@@ -47,8 +51,12 @@
 #define KCM_RX_BUF		(8 * 1024)
 /* Messages up to this size are cut from the framing buffer. */
 #define KCM_RX_SMALL		2048
-/* Bytes per skb of a large message. */
-#define KCM_RX_CHUNK		(16 * PAGE_SIZE)
+/* Bytes per skb of a large message, where it is copied. */
+#define KCM_RX_CHUNK		(16U * PAGE_SIZE)
+/* A large message references TCP's pages in pieces of at least this. */
+#define KCM_RX_REF_MIN		4096U
+/* Bytes framed at a time when the last message was a large one. */
+#define KCM_RX_STEP		512U
 /* Retry delay after a failed allocation in process context. */
 #define KCM_RX_RETRY		(HZ / 10)
 /* Messages framed before they are delivered together. */
@@ -611,15 +619,40 @@ static int kcm_rx_emit_small(struct kcm_psock *psock)
 	return 0;
 }
 
-/* Context: TCP socket lock held.  Adds an empty skb to the large message. */
-static int kcm_rx_chunk_add(struct kcm_psock *psock)
+/* Context: TCP socket lock held.  Appends @piece to the large message. */
+static void kcm_rx_msg_append(struct kcm_psock *psock, struct sk_buff *piece)
 {
-	unsigned int size = min_t(unsigned int, KCM_RX_CHUNK,
-				  psock->rx_msg_len - psock->rx_msg_fill);
 	struct sk_buff *msg = psock->rx_msg;
+
+	if (!msg) {
+		psock->rx_msg = piece;
+	} else {
+		if (psock->rx_chunk == msg)
+			skb_shinfo(msg)->frag_list = piece;
+		else
+			psock->rx_chunk->next = piece;
+		msg->len += piece->len;
+		msg->data_len += piece->len;
+		msg->truesize += piece->truesize;
+	}
+	psock->rx_chunk = piece;
+}
+
+/*
+ * Add an empty page-backed chunk to the large message, to copy @want bytes
+ * into: a page-rounded fit at first, the largest size while copying goes
+ * on (a stream of small segments).
+ *
+ * Context: TCP socket lock held.
+ */
+static int kcm_rx_chunk_add(struct kcm_psock *psock, unsigned int want)
+{
+	unsigned int size = psock->rx_copying ? KCM_RX_CHUNK :
+			    round_up(want, PAGE_SIZE);
 	struct sk_buff *chunk;
 	int err;
 
+	size = min3(size, KCM_RX_CHUNK, psock->rx_msg_len - psock->rx_msg_fill);
 	chunk = alloc_skb_with_frags(0, size, 0, &err,
 				     psock->rx_gfp | __GFP_NOWARN);
 	if (!chunk) {
@@ -628,21 +661,47 @@ static int kcm_rx_chunk_add(struct kcm_psock *psock)
 	}
 	chunk->len = size;
 	chunk->data_len = size;
-
-	if (!msg) {
-		psock->rx_msg = chunk;
-	} else {
-		if (psock->rx_chunk == msg)
-			skb_shinfo(msg)->frag_list = chunk;
-		else
-			psock->rx_chunk->next = chunk;
-		msg->len += size;
-		msg->data_len += size;
-		msg->truesize += chunk->truesize;
-	}
-	psock->rx_chunk = chunk;
+	kcm_rx_msg_append(psock, chunk);
 	psock->rx_chunk_fill = 0;
+	psock->rx_copying = true;
 	return 0;
+}
+
+/*
+ * Shrink the last chunk of the large message to the bytes copied into it,
+ * before a piece that is not copied follows it.
+ *
+ * Context: TCP socket lock held.
+ */
+static void kcm_rx_chunk_seal(struct kcm_psock *psock)
+{
+	struct sk_buff *chunk = psock->rx_chunk, *msg = psock->rx_msg;
+	unsigned int unused = chunk->data_len - psock->rx_chunk_fill;
+	struct skb_shared_info *shinfo = skb_shinfo(chunk);
+	unsigned int cut = unused, freed = 0, size;
+	skb_frag_t *frag;
+
+	while (cut) {
+		frag = &shinfo->frags[shinfo->nr_frags - 1];
+		size = skb_frag_size(frag);
+		if (size > cut) {
+			skb_frag_size_sub(frag, cut);
+			break;
+		}
+		skb_frag_unref(chunk, shinfo->nr_frags - 1);
+		shinfo->nr_frags--;
+		freed += PAGE_SIZE;
+		cut -= size;
+	}
+	chunk->len -= unused;
+	chunk->data_len -= unused;
+	chunk->truesize -= freed;
+	if (chunk != msg) {
+		msg->len -= unused;
+		msg->data_len -= unused;
+		msg->truesize -= freed;
+	}
+	psock->rx_copying = false;
 }
 
 /* Context: any.  Copies @len bytes of @src into the page frags of @chunk. */
@@ -671,30 +730,111 @@ static void kcm_rx_chunk_copy(struct sk_buff *chunk, unsigned int off,
 }
 
 /*
- * Copy up to @len bytes of @src from @off into the large message.
+ * May @len bytes of @src from @off on be taken by reference rather than
+ * copied?  Only from its own page fragments, only when worth an skb, and
+ * never from pages their owner may still change (zerocopy user pages,
+ * spliced page cache).
+ *
+ * Context: TCP socket lock held.
+ */
+static bool kcm_rx_may_ref(struct sk_buff *src, unsigned int off,
+			   unsigned int len)
+{
+	if (off < skb_headlen(src) || off >= skb_pagelen(src))
+		return false;
+	if (min(len, skb_pagelen(src) - off) < KCM_RX_REF_MIN)
+		return false;
+	return !skb_zcopy(src) && !skb_has_shared_frag(src);
+}
+
+/*
+ * A new piece of the large message that references up to @len bytes of
+ * @src's page fragments from @off on (see kcm_rx_may_ref()).  It is
+ * charged for the bytes it references.
+ *
+ * Context: TCP socket lock held.
+ */
+static struct sk_buff *kcm_rx_ref(struct kcm_psock *psock,
+				  struct sk_buff *src, unsigned int off,
+				  unsigned int len)
+{
+	struct skb_shared_info *sinfo = skb_shinfo(src);
+	unsigned int pos = skb_headlen(src), done = 0;
+	unsigned int cur, size, skip, n;
+	struct sk_buff *piece;
+	skb_frag_t *frag;
+	int i, nr = 0;
+
+	piece = alloc_skb(0, psock->rx_gfp | __GFP_NOWARN);
+	if (!piece) {
+		kcm_stat_add(&psock->stats.rx_mem_fail, 1);
+		return NULL;
+	}
+	for (i = 0; i < sinfo->nr_frags && done < len; i++) {
+		frag = &sinfo->frags[i];
+		size = skb_frag_size(frag);
+		cur = off + done;
+		if (cur >= pos + size) {
+			pos += size;
+			continue;
+		}
+		if (nr == MAX_SKB_FRAGS)
+			break;
+		skip = cur - pos;
+		n = min(size - skip, len - done);
+		get_page(skb_frag_page(frag));
+		skb_fill_page_desc(piece, nr++, skb_frag_page(frag),
+				   skb_frag_off(frag) + skip, n);
+		done += n;
+		pos += size;
+	}
+	piece->len = done;
+	piece->data_len = done;
+	piece->truesize += done;
+	return piece;
+}
+
+/*
+ * Take up to @len bytes of @src from @off into the large message: by
+ * reference when kcm_rx_may_ref() allows it, else copied into chunks.
  *
  * Context: TCP socket lock held.
  * Return: bytes taken; *@err is set when an allocation failed.
  */
 static unsigned int kcm_rx_fill(struct kcm_psock *psock,
-				const struct sk_buff *src, unsigned int off,
+				struct sk_buff *src, unsigned int off,
 				unsigned int len, int *err)
 {
-	unsigned int done = 0, n;
+	unsigned int done = 0, want, n;
+	struct sk_buff *piece;
 
 	*err = 0;
 	while (done < len && psock->rx_msg_fill < psock->rx_msg_len) {
-		if (!psock->rx_msg ||
-		    psock->rx_chunk_fill == psock->rx_chunk->data_len) {
-			*err = kcm_rx_chunk_add(psock);
-			if (*err)
+		want = min(len - done, psock->rx_msg_len - psock->rx_msg_fill);
+		if (kcm_rx_may_ref(src, off + done, want)) {
+			if (psock->rx_msg && psock->rx_copying)
+				kcm_rx_chunk_seal(psock);
+			piece = kcm_rx_ref(psock, src, off + done, want);
+			if (!piece) {
+				*err = -ENOMEM;
 				break;
+			}
+			kcm_rx_msg_append(psock, piece);
+			n = piece->len;
+			psock->rx_chunk_fill = n;
+		} else {
+			if (!psock->rx_msg ||
+			    psock->rx_chunk_fill == psock->rx_chunk->data_len) {
+				*err = kcm_rx_chunk_add(psock, want);
+				if (*err)
+					break;
+			}
+			n = min(want, psock->rx_chunk->data_len -
+				      psock->rx_chunk_fill);
+			kcm_rx_chunk_copy(psock->rx_chunk, psock->rx_chunk_fill,
+					  src, off + done, n);
+			psock->rx_chunk_fill += n;
 		}
-		n = min(len - done,
-			psock->rx_chunk->data_len - psock->rx_chunk_fill);
-		kcm_rx_chunk_copy(psock->rx_chunk, psock->rx_chunk_fill,
-				  src, off + done, n);
-		psock->rx_chunk_fill += n;
 		psock->rx_msg_fill += n;
 		done += n;
 	}
@@ -713,6 +853,7 @@ static void kcm_rx_large_check(struct kcm_psock *psock)
 	psock->rx_msg = NULL;
 	psock->rx_chunk = NULL;
 	psock->rx_msg_fill = 0;
+	psock->rx_copying = false;
 	kcm_rx_complete(psock, msg);
 }
 
@@ -723,6 +864,7 @@ static int kcm_rx_take_large(struct kcm_psock *psock)
 	unsigned int n;
 	int err;
 
+	psock->rx_last_large = true;
 	n = kcm_rx_fill(psock, buf, 0,
 			min(buf->len, psock->rx_msg_len - psock->rx_msg_fill),
 			&err);
@@ -761,6 +903,7 @@ static int kcm_rx_frame(struct kcm_psock *psock)
 		if (psock->rx_msg_len > KCM_RX_SMALL) {
 			err = kcm_rx_take_large(psock);
 		} else if (buf->len >= psock->rx_msg_len) {
+			psock->rx_last_large = false;
 			err = kcm_rx_emit_small(psock);
 		} else {
 			kcm_rx_timer_start(psock);
@@ -806,6 +949,9 @@ static int kcm_rx_actor(read_descriptor_t *desc, struct sk_buff *skb,
 		if (err)
 			break;
 		n = min_t(size_t, len - done, skb_tailroom(buf));
+		/* After a large message, copy only what a header needs. */
+		if (psock->rx_last_large && !psock->rx_msg_len)
+			n = min_t(unsigned int, n, KCM_RX_STEP);
 		WARN_ON_ONCE(skb_copy_bits(skb, offset + done,
 					   skb_put(buf, n), n));
 		done += n;

@@ -305,6 +305,118 @@ static void kcm_kt_large_message(struct kunit *test)
 	kcm_kt_teardown(kt);
 }
 
+/*
+ * Hands the engine @len bytes as a TCP skb like loopback makes them:
+ * @linear bytes in the head, the rest in page fragments of @frag bytes.
+ * With @shared, the fragments are marked as pages their owner may change.
+ * Returns the bytes taken or an errno; the skb is freed at once, so the
+ * messages must hold their own references.
+ */
+static int kcm_kt_feed_paged(struct kcm_kt *kt, const u8 *data, size_t len,
+			     size_t linear, size_t frag, bool shared)
+{
+	read_descriptor_t desc = { .arg.data = kt->psock, .count = 1 };
+	struct sk_buff *skb = alloc_skb(linear, GFP_KERNEL);
+	size_t off = linear, n;
+	struct page *page;
+	int used;
+
+	if (!skb)
+		return -ENOMEM;
+	skb_put_data(skb, data, linear);
+	while (off < len && skb_shinfo(skb)->nr_frags < MAX_SKB_FRAGS) {
+		n = min3(len - off, frag, (size_t)(PAGE_SIZE << 2));
+		page = alloc_pages(GFP_KERNEL | __GFP_COMP, 2);
+		if (!page) {
+			kfree_skb(skb);
+			return -ENOMEM;
+		}
+		memcpy(page_address(page), data + off, n);
+		skb_add_rx_frag(skb, skb_shinfo(skb)->nr_frags, page, 0, n,
+				PAGE_SIZE << 2);
+		off += n;
+	}
+	if (shared)
+		skb_shinfo(skb)->flags |= SKBFL_SHARED_FRAG;
+	used = kcm_rx_actor(&desc, skb, 0, skb->len);
+	kfree_skb(skb);
+	kcm_rx_flush_batch(kt->psock);
+	kcm_rx_read_done(kt->psock, desc.error);
+	return desc.error ? desc.error : used;
+}
+
+/*
+ * Pieces of @skb (a message) that reference the test's TCP pages (order-2
+ * compound pages) rather than hold copies (in order-0 pages).
+ */
+static unsigned int kcm_kt_ref_pieces(struct sk_buff *skb)
+{
+	struct sk_buff *piece;
+	unsigned int n = 0;
+
+	if (skb_shinfo(skb)->nr_frags)
+		n += PageCompound(skb_frag_page(&skb_shinfo(skb)->frags[0]));
+	skb_walk_frags(skb, piece)
+		n += skb_shinfo(piece)->nr_frags &&
+		     PageCompound(skb_frag_page(&skb_shinfo(piece)->frags[0]));
+	return n;
+}
+
+/*
+ * Large messages in paged TCP skbs are taken by reference, but copied
+ * from small TCP skbs and from shared pages; they come out byte exact
+ * after the TCP skbs are gone, each charged about what it holds.
+ */
+static void kcm_kt_large_by_reference(struct kunit *test)
+{
+	static const struct {
+		size_t step, frag;
+		bool shared, ref;
+	} cases[] = {
+		{ 102000, 12000, false, true },
+		{ 3000, 1000, false, false },
+		{ 102000, 12000, true, false },
+	};
+	const size_t lens[] = { 30004, 40004, 9004 };
+	size_t n = 0, off, j;
+	struct sk_buff *skb;
+	struct kcm_kt *kt;
+	unsigned int c, i;
+	u8 *stream;
+
+	stream = kunit_kmalloc(test, 80000, GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, stream);
+	for (i = 0; i < ARRAY_SIZE(lens); n += lens[i++]) {
+		kcm_kt_msg(stream + n, lens[i] - 4, 0);
+		for (j = 4; j < lens[i]; j++)
+			stream[n + j] = (n + j) * 13;
+	}
+
+	for (c = 0; c < ARRAY_SIZE(cases); c++) {
+		kt = kcm_kt_setup(test, kcm_kt_len4, ARRAY_SIZE(kcm_kt_len4));
+		WRITE_ONCE(kt->tcp->sk->sk_rcvbuf, 1 << 20);
+		for (off = 0; off < n; off += cases[c].step)
+			KUNIT_ASSERT_EQ(test,
+					kcm_kt_feed_paged(kt, stream + off,
+							  min(cases[c].step,
+							      n - off),
+							  3, cases[c].frag,
+							  cases[c].shared),
+					(int)min(cases[c].step, n - off));
+		i = 0;
+		skb_queue_walk(&kt->mux->rx_hold, skb) {
+			KUNIT_EXPECT_EQ(test, !!kcm_kt_ref_pieces(skb),
+					cases[c].ref);
+			KUNIT_EXPECT_LE(test, skb->truesize,
+					skb->len + skb->len / 4 + 8192);
+			i++;
+		}
+		KUNIT_EXPECT_EQ(test, i, ARRAY_SIZE(lens));
+		kcm_kt_expect(test, kt, stream, lens, ARRAY_SIZE(lens));
+		kcm_kt_teardown(kt);
+	}
+}
+
 /* A message not complete within SO_RCVTIMEO stops the psock. */
 static void kcm_kt_timeout(struct kunit *test)
 {
@@ -391,6 +503,7 @@ static struct kunit_case kcm_rx_test_cases[] = {
 	KUNIT_CASE(kcm_kt_late_length),
 	KUNIT_CASE(kcm_kt_parser_errors),
 	KUNIT_CASE(kcm_kt_large_message),
+	KUNIT_CASE(kcm_kt_large_by_reference),
 	KUNIT_CASE(kcm_kt_timeout),
 	KUNIT_CASE(kcm_kt_small_message_charge),
 	KUNIT_CASE(kcm_kt_pick),

@@ -199,6 +199,8 @@ struct kcm_mux {
  *	0 while unknown
  * @rx_msg_fill: bytes of @rx_msg written so far
  * @rx_chunk_fill: bytes of @rx_chunk written so far
+ * @rx_copying: @rx_chunk is a chunk being copied into, not a reference
+ * @rx_last_large: the last message framed was a large one
  * @rx_seen: bytes the parser was shown when it last asked for more
  * @rx_start: jiffies when the current message began (assembly timeout)
  * @rx_timing: a message is incomplete and @rx_start is valid
@@ -239,6 +241,8 @@ struct kcm_psock {
 	unsigned int rx_msg_len;
 	unsigned int rx_msg_fill;
 	unsigned int rx_chunk_fill;
+	bool rx_copying;
+	bool rx_last_large;
 	unsigned int rx_seen;
 	unsigned long rx_start;
 	bool rx_timing;
