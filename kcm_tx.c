@@ -8,7 +8,10 @@
  * with further chunks on its frag_list, charged to the KCM socket's send
  * buffer.  When the message ends (DGRAM: a call without MSG_MORE;
  * SEQPACKET: MSG_EOR) it moves to the socket's write queue.  A copy fault
- * undoes everything the failing call added.
+ * undoes everything the failing call added.  Pieces up to KCM_TX_LINEAR
+ * bytes are carved from a per-socket page fragment cache and handed to
+ * TCP by reference (sendpage), so a small message is copied once and
+ * costs no kmalloc().
  *
  * Reservation
  * -----------
@@ -248,6 +251,17 @@ static int kcm_tx_send_piece(struct sock *csk, struct sk_buff *skb,
 	skb_frag_t *frag;
 	int i;
 
+	if (off < headlen && skb->head_frag) {
+		/* Page-fragment bytes: TCP takes them by reference. */
+		kv.iov_base = skb->data + off;
+		kv.iov_len = min_t(size_t, headlen - off,
+				   PAGE_SIZE - offset_in_page(kv.iov_base));
+		if (tail || off + kv.iov_len < own)
+			flags |= MSG_MORE;
+		return kernel_sendpage_locked(csk, virt_to_page(kv.iov_base),
+					      offset_in_page(kv.iov_base),
+					      kv.iov_len, flags);
+	}
 	if (off < headlen) {
 		kv.iov_base = skb->data + off;
 		kv.iov_len = headlen - off;
@@ -629,18 +643,42 @@ static int kcm_tx_wait_room(struct kcm_sock *kcm, size_t len, long *timeo)
 	return 0;
 }
 
-/* Context: process context.  An empty chunk of @size bytes. */
-static struct sk_buff *kcm_tx_alloc_chunk(unsigned int size)
+/*
+ * A linear skb of @size bytes carved from the socket's page fragment
+ * cache: no kmalloc() per message, and TCP can take the bytes by
+ * reference (kcm_tx_send_piece()).
+ *
+ * Context: lock_sock(kcm) held, which serialises the fragment cache.
+ */
+static struct sk_buff *kcm_tx_alloc_small(struct kcm_sock *kcm,
+					  unsigned int size)
+{
+	unsigned int fragsz = SKB_DATA_ALIGN(size) +
+			      SKB_DATA_ALIGN(sizeof(struct skb_shared_info));
+	struct sk_buff *skb;
+	void *data;
+
+	data = page_frag_alloc(&kcm->tx_frag, fragsz, GFP_KERNEL);
+	if (!data)
+		return NULL;
+	skb = build_skb(data, fragsz);
+	if (!skb) {
+		skb_free_frag(data);
+		return NULL;
+	}
+	skb_put(skb, size);
+	return skb;
+}
+
+/* Context: lock_sock(kcm) held, process context.  An empty chunk. */
+static struct sk_buff *kcm_tx_alloc_chunk(struct kcm_sock *kcm,
+					  unsigned int size)
 {
 	struct sk_buff *skb;
 	int err;
 
-	if (size <= KCM_TX_LINEAR) {
-		skb = alloc_skb(size, GFP_KERNEL);
-		if (skb)
-			skb_put(skb, size);
-		return skb;
-	}
+	if (size <= KCM_TX_LINEAR)
+		return kcm_tx_alloc_small(kcm, size);
 	skb = alloc_skb_with_frags(0, size, PAGE_ALLOC_COSTLY_ORDER, &err,
 				   GFP_KERNEL);
 	if (skb) {
@@ -698,7 +736,7 @@ static int kcm_tx_copy(struct kcm_sock *kcm, struct iov_iter *from,
 	__skb_queue_head_init(&chunks);
 	while (done < len) {
 		n = min_t(size_t, len - done, KCM_TX_CHUNK);
-		chunk = kcm_tx_alloc_chunk(n);
+		chunk = kcm_tx_alloc_chunk(kcm, n);
 		if (!chunk)
 			goto fail_mem;
 		__skb_queue_tail(&chunks, chunk);
@@ -887,6 +925,17 @@ static void __kcm_tx_orphan(struct kcm_sock *kcm, struct kcm_psock *psock)
 	queue_work(system_wq, &psock->tx_work);
 }
 
+/* Context: lock_sock(kcm) held.  Drops the socket's fragment cache. */
+static void kcm_tx_frag_drain(struct kcm_sock *kcm)
+{
+	struct page_frag_cache *nc = &kcm->tx_frag;
+
+	if (!nc->va)
+		return;
+	__page_frag_cache_drain(virt_to_head_page(nc->va), nc->pagecnt_bias);
+	nc->va = NULL;
+}
+
 /**
  * kcm_tx_sock_leave() - a closing socket gives up its psock and its queue
  * @kcm: a socket being released
@@ -926,6 +975,7 @@ void kcm_tx_sock_leave(struct kcm_sock *kcm)
 	__skb_queue_purge(&sk->sk_write_queue);
 	kfree_skb(kcm->tx_partial);
 	kcm->tx_partial = NULL;
+	kcm_tx_frag_drain(kcm);
 }
 
 /**

@@ -301,6 +301,7 @@ static inline struct kcm_rx_msg *kcm_rx_msg(struct sk_buff *skb)
  * @tx_closing: the socket is being released; under lock_sock()
  * @tx_partial: the message being built (MSG_MORE, SEQPACKET without
  *	MSG_EOR); under lock_sock()
+ * @tx_frag: where small messages are carved from; under lock_sock()
  * @tx_offset: bytes of the first queued message written to @tx_psock;
  *	under lock_sock()
  * @tx_sent: bytes written since the socket got @tx_psock; under lock_sock()
@@ -322,6 +323,7 @@ struct kcm_sock {
 	bool tx_idle_hold;
 	bool tx_closing;
 	struct sk_buff *tx_partial;
+	struct page_frag_cache tx_frag;
 	unsigned int tx_offset;
 	unsigned int tx_sent;
 	struct delayed_work tx_work;
