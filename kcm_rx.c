@@ -1019,9 +1019,7 @@ void kcm_psock_data_ready(struct sock *csk)
 	struct kcm_psock *psock;
 
 	read_lock_bh(&csk->sk_callback_lock);
-	rcu_read_lock();
-	psock = rcu_dereference_sk_user_data(csk);
-	rcu_read_unlock();
+	psock = kcm_psock_of(csk);
 	if (likely(psock) && !READ_ONCE(psock->rx_stopped) &&
 	    !READ_ONCE(psock->rx_paused)) {
 		if (sock_owned_by_user_nocheck(csk))

@@ -463,9 +463,7 @@ void kcm_psock_write_space(struct sock *csk)
 	struct kcm_psock *psock;
 
 	read_lock_bh(&csk->sk_callback_lock);
-	rcu_read_lock();
-	psock = rcu_dereference_sk_user_data(csk);
-	rcu_read_unlock();
+	psock = kcm_psock_of(csk);
 	if (likely(psock))
 		kcm_psock_tx_wake(psock);
 	read_unlock_bh(&csk->sk_callback_lock);
@@ -485,9 +483,7 @@ void kcm_psock_state_change(struct sock *csk)
 	struct kcm_psock *psock;
 
 	read_lock_bh(&csk->sk_callback_lock);
-	rcu_read_lock();
-	psock = rcu_dereference_sk_user_data(csk);
-	rcu_read_unlock();
+	psock = kcm_psock_of(csk);
 	if (likely(psock)) {
 		kcm_psock_tx_wake(psock);
 		psock->saved_state_change(csk);

@@ -266,6 +266,25 @@ struct kcm_psock {
 };
 
 /**
+ * kcm_psock_of() - the psock a TCP socket is attached as
+ * @csk: a TCP socket whose callbacks are KCM's
+ *
+ * Context: read_lock_bh(&csk->sk_callback_lock) held: unattach clears
+ * sk_user_data under the write lock, so the psock stays while it is held.
+ * Return: the psock, or NULL when @csk was just unattached.
+ */
+static inline struct kcm_psock *kcm_psock_of(struct sock *csk)
+{
+	struct kcm_psock *psock;
+
+	lockdep_assert_held(&csk->sk_callback_lock);
+	rcu_read_lock();
+	psock = rcu_dereference_sk_user_data(csk);
+	rcu_read_unlock();
+	return psock;
+}
+
+/**
  * struct kcm_rx_msg - what KCM keeps in skb->cb of a received message
  * @psock: the psock it came from while it is on @mux->rx_hold, or NULL
  * @offset: bytes already read by a SEQPACKET reader
