@@ -9,6 +9,8 @@
 #   make bench      ours vs the distro's kcm.ko vs user-space framing vs raw
 #                   TCP, in one VM boot (~5 min in TCG); BENCH_ARGS=... are
 #                   options of tools/testing/bench.sh
+#   make profile    perf inside the VM during one kcmperf workload;
+#                   PROFILE_ARGS=... are options of tools/testing/profile.sh
 #   make check-debug the selftests on a KASAN/lockdep/kmemleak kernel built
 #                   from linux-source-6.1 with our net/kcm (cached build)
 #   make debug-kernel  only build (or reuse) that kernel and its kcm.ko
@@ -31,9 +33,11 @@ DEBUG_TIMEOUT ?= 1500
 KCM_TESTS ?=
 # BENCH_ARGS='--only rx-64 --secs 3': options of tools/testing/bench.sh
 BENCH_ARGS ?=
+# PROFILE_ARGS=...: options of tools/testing/profile.sh
+PROFILE_ARGS ?=
 
 .PHONY: all modules clean check run lint deps deps-check selftests tools \
-	debug-kernel check-debug bench
+	debug-kernel check-debug bench profile
 
 all: modules
 
@@ -84,6 +88,13 @@ bench: deps-check
 	@$(MAKE) --no-print-directory modules tools >$(BUILD).log 2>&1 || \
 		{ cat $(BUILD).log; echo "kcm: build failed"; exit 1; }
 	tools/testing/bench.sh --kver $(KVER) --module $(GUEST_KO) $(BENCH_ARGS)
+
+# PROFILE_ARGS='--graph -- -i kcm -m rx -s 512': options of
+# tools/testing/profile.sh, then kcmperf's
+profile: deps-check
+	@$(MAKE) --no-print-directory modules tools >$(BUILD).log 2>&1 || \
+		{ cat $(BUILD).log; echo "kcm: build failed"; exit 1; }
+	tools/testing/profile.sh --kver $(KVER) --module $(GUEST_KO) $(PROFILE_ARGS)
 
 # The kernel build is cached outside the repo (tools/testing/debug-kernel.sh).
 debug-kernel: deps-check
