@@ -51,7 +51,10 @@
  * hooks see the calling task, exactly as for socket(2).  That creates a
  * socket with a mux of its own; before the new socket gets a file it is
  * moved to the mux of the socket that was cloned and the spare mux is
- * freed.
+ * freed.  accept(2) is the other way to clone (not in upstream Linux):
+ * the socket layer makes the socket and its file, with the LSM accept
+ * check, and kcm_accept() gives it a KCM socket that joins the mux at
+ * once and inherits the label of the accepting socket.
  *
  * Lock order
  * ----------
@@ -88,6 +91,7 @@
 #include <linux/module.h>
 #include <linux/net.h>
 #include <linux/poll.h>
+#include <linux/security.h>
 #include <linux/socket.h>
 #include <linux/uaccess.h>
 #include <net/sock.h>
@@ -101,28 +105,44 @@ static struct proto kcm_proto = {
 
 static const struct proto_ops kcm_ops;
 
+/*
+ * Give @sock a new KCM socket (sk) of its own; it belongs to no mux yet.
+ *
+ * Context: process context; @sock is not visible to user space yet.
+ */
+static struct kcm_sock *kcm_sk_alloc(struct net *net, struct socket *sock,
+				     int kern)
+{
+	struct sock *sk;
+
+	sk = sk_alloc(net, PF_KCM, GFP_KERNEL, &kcm_proto, kern);
+	if (!sk)
+		return NULL;
+
+	sock->ops = &kcm_ops;
+	sock_init_data(sock, sk);
+	sk->sk_protocol = KCMPROTO_CONNECTED;
+	kcm_sock_tx_init(kcm_sk(sk));
+	return kcm_sk(sk);
+}
+
 /* Context: process context; the socket is not visible to user space yet. */
-static int kcm_sock_init(struct net *net, struct socket *sock, int protocol,
-			 int kern)
+static int kcm_sock_init(struct net *net, struct socket *sock, int kern)
 {
 	struct kcm_mux *mux;
-	struct sock *sk;
+	struct kcm_sock *kcm;
 
 	mux = kcm_mux_alloc(net);
 	if (!mux)
 		return -ENOMEM;
 
-	sk = sk_alloc(net, PF_KCM, GFP_KERNEL, &kcm_proto, kern);
-	if (!sk) {
+	kcm = kcm_sk_alloc(net, sock, kern);
+	if (!kcm) {
 		kcm_mux_free(mux);
 		return -ENOMEM;
 	}
 
-	sock->ops = &kcm_ops;
-	sock_init_data(sock, sk);
-	sk->sk_protocol = protocol;
-	kcm_sock_tx_init(kcm_sk(sk));
-	kcm_mux_add_sock(mux, kcm_sk(sk));
+	kcm_mux_add_sock(mux, kcm);
 	kcm_mux_publish(mux);
 	return 0;
 }
@@ -137,7 +157,7 @@ static int kcm_create(struct net *net, struct socket *sock, int protocol,
 	if (protocol != KCMPROTO_CONNECTED)
 		return -EPROTONOSUPPORT;
 
-	return kcm_sock_init(net, sock, protocol, kern);
+	return kcm_sock_init(net, sock, kern);
 }
 
 /* Context: process context, called once when the file is closed. */
@@ -205,6 +225,58 @@ static struct file *kcm_clone(struct socket *sock, int flags)
 	kcm_sock_move(newsock, kcm_sk(sk)->mux);
 	/* On failure sock_alloc_file() releases newsock. */
 	return sock_alloc_file(newsock, flags, NULL);
+}
+
+/**
+ * kcm_accept() - accept(2) and accept4(2): a new socket on the same mux
+ * @sock: a KCM socket the caller holds open
+ * @newsock: the socket the socket layer made for the result, with its file
+ *	(SOCK_CLOEXEC, SOCK_NONBLOCK applied) and LSM accept check done
+ * @flags: file flags; a KCM accept never waits, so they do not matter
+ * @kern: the caller is the kernel
+ *
+ * The 2015 design's way to clone: like SIOCKCMCLONE, but the new socket
+ * inherits the security label of @sock the way a TCP child inherits its
+ * listener's (security_sk_clone(), then security_sock_graft()), and the
+ * descriptor flags come from accept4().
+ *
+ * Context: process context, may sleep.
+ * Return: 0 or -ENOMEM.
+ */
+static int kcm_accept(struct socket *sock, struct socket *newsock, int flags,
+		      bool kern)
+{
+	struct sock *sk = sock->sk;
+	struct kcm_sock *kcm;
+
+	kcm = kcm_sk_alloc(sock_net(sk), newsock, kern);
+	if (!kcm)
+		return -ENOMEM;
+
+	/*
+	 * sock_init_data() grafted the socket already, without the LSM
+	 * hook; nothing else sees it yet.
+	 */
+	security_sk_clone(sk, &kcm->sk);
+	security_sock_graft(&kcm->sk, newsock);
+	kcm_mux_add_sock(kcm_sk(sk)->mux, kcm);
+	return 0;
+}
+
+/*
+ * KCM sockets have no address.  Only accept() (@peer == 2) asks with an
+ * address buffer it must fill: it gets the bare family.  getsockname() and
+ * getpeername() keep failing as upstream's do.
+ *
+ * Context: process context.
+ */
+static int kcm_getname(struct socket *sock, struct sockaddr *addr, int peer)
+{
+	if (peer != 2)
+		return -EOPNOTSUPP;
+
+	addr->sa_family = AF_KCM;
+	return sizeof(addr->sa_family);
 }
 
 /* Context: process context (ioctl). */
@@ -371,8 +443,8 @@ static const struct proto_ops kcm_ops = {
 	.bind = sock_no_bind,
 	.connect = sock_no_connect,
 	.socketpair = sock_no_socketpair,
-	.accept = sock_no_accept,
-	.getname = sock_no_getname,
+	.accept = kcm_accept,
+	.getname = kcm_getname,
 	.poll = kcm_poll,
 	.ioctl = kcm_ioctl,
 #ifdef CONFIG_COMPAT
