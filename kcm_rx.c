@@ -467,9 +467,7 @@ static int kcm_rx_parse(struct kcm_psock *psock)
 	if (buf->len <= psock->rx_seen)
 		return 0;
 
-	rcu_read_lock();
-	ret = (int)bpf_prog_run_pin_on_cpu(psock->prog, buf);
-	rcu_read_unlock();
+	ret = kcm_parse(psock, buf);
 
 	/* Only errnos user space knows; never internal ones like -512. */
 	if (ret < 0)

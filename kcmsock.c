@@ -7,9 +7,9 @@
  * ====================
  *
  * This file: the family, socket ops and module.  The mux life cycle and
- * namespaces (kcm_mux.c), attach/unattach (kcm_psock.c), the receive path
- * (kcm_rx.c), the transmit path (kcm_tx.c) and /proc (kcmproc.c) have
- * files of their own.
+ * namespaces (kcm_mux.c), attach/unattach (kcm_psock.c), the message
+ * parsers (kcm_parser.c), the receive path (kcm_rx.c), the transmit path
+ * (kcm_tx.c) and /proc (kcmproc.c) have files of their own.
  *
  * Objects
  * -------
@@ -41,11 +41,12 @@
  * so a namespace never goes away with a mux on its list.
  *
  * A psock holds a reference on its TCP socket's file and on its BPF
- * program.  It is freed only by unattach, which first restores the TCP
- * callback under sk_callback_lock (no framing can start after that), then
- * under the mux lock unlinks it and clears the pointers to it in held
- * messages, then cancels its work items.  Held messages do not keep a
- * psock alive.
+ * program (an eBPF one shared with its fd, or a classic one that it alone
+ * owns; the built-in length field parser has none).  It is freed only by
+ * unattach, which first restores the TCP callback under sk_callback_lock
+ * (no framing can start after that), then under the mux lock unlinks it
+ * and clears the pointers to it in held messages, then cancels its work
+ * items.  Held messages do not keep a psock alive.
  *
  * A clone is made with __sock_create() so that the LSM socket creation
  * hooks see the calling task, exactly as for socket(2).  That creates a
@@ -319,6 +320,19 @@ static int kcm_ioctl_attach(struct socket *sock, void __user *arg)
 }
 
 /* Context: process context (ioctl). */
+static int kcm_ioctl_attach_ext(struct socket *sock, void __user *arg)
+{
+	struct kcm_attach_ext info;
+	int err;
+
+	err = kcm_attach_ext_copy(&info, arg);
+	if (err)
+		return err;
+
+	return kcm_attach_ext_ioctl(kcm_sk(sock->sk), &info);
+}
+
+/* Context: process context (ioctl). */
 static int kcm_ioctl_unattach(struct socket *sock, void __user *arg)
 {
 	struct kcm_unattach info;
@@ -339,13 +353,18 @@ static int kcm_ioctl(struct socket *sock, unsigned int cmd, unsigned long arg)
 		return kcm_ioctl_attach(sock, (void __user *)arg);
 	case SIOCKCMUNATTACH:
 		return kcm_ioctl_unattach(sock, (void __user *)arg);
+	case SIOCKCMATTACHEXT:
+		return kcm_ioctl_attach_ext(sock, (void __user *)arg);
 	default:
 		return -ENOIOCTLCMD;
 	}
 }
 
 #ifdef CONFIG_COMPAT
-/* Context: process context (32-bit ioctl); the arguments hold only ints. */
+/*
+ * Context: process context (32-bit ioctl).  The arguments hold only ints
+ * but for SIOCKCMATTACHEXT's, which kcm_attach_ext_copy() converts.
+ */
 static int kcm_compat_ioctl(struct socket *sock, unsigned int cmd,
 			    unsigned long arg)
 {

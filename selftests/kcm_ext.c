@@ -1,16 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Extensions of this KCM that upstream Linux does not have: accept() and
- * accept4() as a way to clone.  The distro module refuses them, which the
- * TEST_DIFFERS reasons record as observed there.
+ * accept4() as a way to clone; SIOCKCMATTACHEXT with a classic BPF parser
+ * (usable without privilege) or the built-in length field parser.  The
+ * distro module refuses them, which the TEST_DIFFERS reasons record as
+ * observed there.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 
 #include "kcm_data.h"
 
 #define NO_ACCEPT "accept() on a KCM socket fails with EOPNOTSUPP"
+#define NO_EXT "SIOCKCMATTACHEXT fails with ENOTTY"
 
 /* Sends message @seq from @peer and checks that @kcm receives it whole. */
 static void check_rx(int peer, int kcm, uint32_t seq)
@@ -28,7 +34,7 @@ static void check_tx(int kcm, int peer, uint32_t seq)
 	char buf[256], got[256];
 	size_t len = kcm_msg_build(buf, 40, seq);
 
-	ASSERT_EQ(send(kcm, buf, len, 0), len);
+	ASSERT_EQ(send(kcm, buf, len, MSG_EOR), len);
 	ASSERT_OK(kcm_read_full(peer, got, len));
 	ASSERT_EQ(memcmp(buf, got, len), 0);
 }
@@ -144,6 +150,374 @@ TEST(accept_result_by_module)
 		ASSERT_ERRNO(accept(fd, NULL, NULL), EOPNOTSUPP);
 	else
 		ASSERT_GE(accept(fd, NULL, NULL), 0);
+}
+
+/* ---- extended attach ------------------------------------------------ */
+
+/* The documented parser in classic BPF: A = ntohl(word at 0); A += 4. */
+static struct sock_filter cbpf_len4[] = {
+	BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 0),
+	BPF_STMT(BPF_ALU | BPF_ADD | BPF_K, KCM_HDR),
+	BPF_STMT(BPF_RET | BPF_A, 0),
+};
+
+static int attach_cbpf(int kcm, int fd, struct sock_filter *insns,
+		       unsigned short n)
+{
+	struct kcm_attach_ext att;
+
+	memset(&att, 0, sizeof(att));
+	att.fd = fd;
+	att.bpf_type = KCM_BPF_TYPE_PROG;
+	att.fprog.len = n;
+	att.fprog.filter = insns;
+	return ioctl(kcm, SIOCKCMATTACHEXT, &att);
+}
+
+static int attach_lenfield(int kcm, int fd, const struct kcm_lenfield *lf)
+{
+	struct kcm_attach_ext att;
+
+	memset(&att, 0, sizeof(att));
+	att.fd = fd;
+	att.bpf_type = KCM_PARSER_LENFIELD;
+	att.lenfield = *lf;
+	return ioctl(kcm, SIOCKCMATTACHEXT, &att);
+}
+
+/* A KCM socket of @type with a new TCP pair, nothing attached yet. */
+static int kcm_and_pair(int type, int *peer, int *local)
+{
+	int kcm = kcm_socket(type);
+
+	ASSERT_GE(kcm, 0);
+	ASSERT_OK(kcm_tcp_pair(peer, local));
+	kcm_set_timeo(kcm, SO_RCVTIMEO, 5000);
+	kcm_set_timeo(*peer, SO_RCVTIMEO, 10000);
+	return kcm;
+}
+
+/* Messages of several sizes, sent in one write, arrive one by one. */
+static void check_framing(int peer, int kcm)
+{
+	static const size_t sizes[] = { 0, 4, 31, 1000, 3000, 70000, 5 };
+	char *buf = malloc(80000);
+	size_t i;
+
+	ASSERT_TRUE(buf);
+	for (i = 0; i < ARRAY_SIZE(sizes); i++)
+		ASSERT_OK(kcm_send_msgs(peer, i, 1, sizes[i]));
+	for (i = 0; i < ARRAY_SIZE(sizes); i++)
+		ASSERT_EQ(kcm_recv_check(kcm, buf, 80000), sizes[i] >= 4 ?
+			  (long)i : 0);
+	free(buf);
+}
+
+TEST_DIFFERS(cbpf_attach_frames, NO_EXT)
+{
+	int peer, local, kcm;
+
+	kcm_enter_netns();
+	kcm = kcm_and_pair(SOCK_DGRAM, &peer, &local);
+	ASSERT_OK(attach_cbpf(kcm, local, cbpf_len4, ARRAY_SIZE(cbpf_len4)));
+	/* Attached once is attached: the same socket again is EALREADY. */
+	ASSERT_ERRNO(attach_cbpf(kcm, local, cbpf_len4,
+				 ARRAY_SIZE(cbpf_len4)), EALREADY);
+	check_framing(peer, kcm);
+	check_tx(kcm, peer, 3);
+	/* Unattach releases the program; the socket can be attached again. */
+	ASSERT_OK(kcm_unattach(kcm, local));
+	ASSERT_OK(attach_cbpf(kcm, local, cbpf_len4, ARRAY_SIZE(cbpf_len4)));
+	check_rx(peer, kcm, 11);
+}
+
+/* A classic result from 2^31 on is an error, like a negative eBPF one. */
+TEST_DIFFERS(cbpf_error_result, NO_EXT)
+{
+	struct sock_filter ret_err[] = {
+		BPF_STMT(BPF_RET | BPF_K, (unsigned int)-EBADMSG),
+	};
+	int peer, local, kcm;
+
+	kcm_enter_netns();
+	kcm = kcm_and_pair(SOCK_DGRAM, &peer, &local);
+	ASSERT_OK(attach_cbpf(kcm, local, ret_err, 1));
+	ASSERT_OK(kcm_send_msgs(peer, 1, 1, 8));
+	ASSERT_EQ(kcm_wait_so_error(local, 5000), EBADMSG);
+}
+
+/* Writes 1 to kernel.unprivileged_bpf_disabled (it cannot be undone). */
+static void disable_unprivileged_bpf(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/unprivileged_bpf_disabled", "w");
+
+	ASSERT_TRUE(f);
+	ASSERT_TRUE(fputs("1", f) >= 0);
+	ASSERT_EQ(fclose(f), 0);
+}
+
+/* Become nobody with no capabilities left at all. */
+static void drop_privileges(void)
+{
+	ASSERT_OK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0));
+	ASSERT_OK(setgroups(0, NULL));
+	ASSERT_OK(setgid(65534));
+	ASSERT_OK(setuid(65534));
+	ASSERT_EQ(geteuid(), 65534);
+	/* setuid() from root to another user clears every capability set. */
+	ASSERT_ERRNO(setuid(0), EPERM);
+}
+
+TEST_DIFFERS(cbpf_unprivileged, NO_EXT)
+{
+	int peer, local, kcm, a;
+
+	kcm_enter_netns();
+	kcm_lo_up();
+	disable_unprivileged_bpf();
+	drop_privileges();
+
+	/* eBPF, the only parser upstream has, is out of reach now. */
+	ASSERT_ERRNO(kcm_parser_len4(), EPERM);
+
+	/* Everything else works as nobody, end to end. */
+	kcm = kcm_and_pair(SOCK_SEQPACKET, &peer, &local);
+	ASSERT_OK(attach_cbpf(kcm, local, cbpf_len4, ARRAY_SIZE(cbpf_len4)));
+	check_framing(peer, kcm);
+	check_tx(kcm, peer, 12);
+	a = accept4(kcm, NULL, NULL, SOCK_CLOEXEC);
+	ASSERT_GE(a, 0);
+	check_tx(a, peer, 13);
+}
+
+struct lenfield_case {
+	unsigned int offset, width, order;
+	int adjust;		/* header counted: offset + width + extra */
+};
+
+/* Builds a message: @off filler bytes, the field, the payload. */
+static size_t lf_build(char *buf, const struct lenfield_case *c,
+		       size_t plen, uint32_t seq)
+{
+	size_t hdr = c->offset + c->width, total = hdr + plen, i;
+	unsigned long long v = total - c->adjust;
+
+	memset(buf, 0xa5, c->offset);
+	for (i = 0; i < c->width; i++) {
+		unsigned int shift = c->order == KCM_LENFIELD_LE ?
+				     8 * i : 8 * (c->width - 1 - i);
+
+		buf[c->offset + i] = (char)(v >> shift);
+	}
+	for (i = 0; i < plen; i++)
+		buf[hdr + i] = kcm_msg_byte(seq, i);
+	return total;
+}
+
+static void lenfield_case_run(const struct lenfield_case *c)
+{
+	static const size_t sizes[] = { 0, 1, 100, 200, 3000, 20000 };
+	struct kcm_lenfield lf = {
+		.offset = c->offset, .width = c->width,
+		.byte_order = c->order, .adjust = c->adjust,
+	};
+	char *out = malloc(ARRAY_SIZE(sizes) * 20100);
+	char *in = malloc(20100);
+	size_t i, n = 0, len[ARRAY_SIZE(sizes)], off = 0;
+	int peer, local, kcm, flags;
+
+	ASSERT_TRUE(out && in);
+	kcm = kcm_and_pair(SOCK_DGRAM, &peer, &local);
+	ASSERT_OK(attach_lenfield(kcm, local, &lf));
+	for (i = 0; i < ARRAY_SIZE(sizes); i++) {
+		/* A one-byte field cannot count the large ones. */
+		if (c->width == 1 && c->offset + 1 + sizes[i] - c->adjust > 255)
+			continue;
+		len[n] = lf_build(out + off, c, sizes[i], i);
+		off += len[n++];
+	}
+	/* One write, so messages share segments and split across them. */
+	ASSERT_OK(kcm_write_all(peer, out, off));
+	for (off = 0, i = 0; i < n; off += len[i++]) {
+		ASSERT_EQ(kcm_recv(kcm, in, 20100, 0, &flags), len[i]);
+		ASSERT_TRUE(flags & MSG_EOR);
+		ASSERT_EQ(memcmp(in, out + off, len[i]), 0);
+	}
+	close(kcm);
+	close(peer);
+	close(local);
+	free(out);
+	free(in);
+}
+
+TEST_DIFFERS(lenfield_every_width_and_order, NO_EXT)
+{
+	static const unsigned int widths[] = { 1, 2, 4, 8 };
+	unsigned int w, o;
+
+	kcm_enter_netns();
+	for (w = 0; w < ARRAY_SIZE(widths); w++) {
+		for (o = 0; o < 2; o++) {
+			/* The field counts the payload only... */
+			struct lenfield_case payload = {
+				.offset = 0, .width = widths[w], .order = o,
+				.adjust = widths[w],
+			};
+			/* ...or comes after 3 bytes and counts 5 too many. */
+			struct lenfield_case shifted = {
+				.offset = 3, .width = widths[w], .order = o,
+				.adjust = -5,
+			};
+
+			lenfield_case_run(&payload);
+			lenfield_case_run(&shifted);
+		}
+	}
+}
+
+/* The field counts the whole message (adjust 0), at an odd offset. */
+TEST_DIFFERS(lenfield_whole_length, NO_EXT)
+{
+	struct lenfield_case c = { .offset = 7, .width = 2,
+				   .order = KCM_LENFIELD_LE, .adjust = 0 };
+
+	kcm_enter_netns();
+	lenfield_case_run(&c);
+}
+
+TEST_DIFFERS(lenfield_bad_parameters, NO_EXT)
+{
+	static const struct kcm_lenfield bad[] = {
+		{ .width = 0 }, { .width = 3 }, { .width = 16 },
+		{ .width = 4, .byte_order = 2 },
+		{ .width = 4, .reserved = 1 },
+		{ .width = 4, .offset = 65536 },
+		{ .width = 4, .offset = 4, .max_len = 7 },
+		{ .width = 4, .max_len = (unsigned int)INT_MAX + 1 },
+	};
+	struct kcm_lenfield good = { .width = 4, .adjust = 4 };
+	struct kcm_attach_ext att;
+	int peer, local, kcm;
+	size_t i;
+
+	kcm_enter_netns();
+	kcm = kcm_and_pair(SOCK_DGRAM, &peer, &local);
+	for (i = 0; i < ARRAY_SIZE(bad); i++)
+		ASSERT_ERRNO(attach_lenfield(kcm, local, &bad[i]), EINVAL);
+
+	memset(&att, 0, sizeof(att));
+	att.fd = local;
+	att.bpf_type = 0;
+	ASSERT_ERRNO(ioctl(kcm, SIOCKCMATTACHEXT, &att), EINVAL);
+	att.bpf_type = 99;
+	ASSERT_ERRNO(ioctl(kcm, SIOCKCMATTACHEXT, &att), EINVAL);
+	ASSERT_ERRNO(ioctl(kcm, SIOCKCMATTACHEXT, NULL), EFAULT);
+	ASSERT_ERRNO(attach_lenfield(kcm, -1, &good), ENOENT);
+	/* Not a TCP socket (a KCM one is never attached). */
+	ASSERT_ERRNO(attach_lenfield(kcm, kcm_socket(SOCK_DGRAM), &good),
+		     EOPNOTSUPP);
+
+	/* Classic BPF: empty, unterminated, bad opcode, unreadable. */
+	ASSERT_ERRNO(attach_cbpf(kcm, local, cbpf_len4, 0), EINVAL);
+	ASSERT_ERRNO(attach_cbpf(kcm, local, cbpf_len4, 2), EINVAL);
+	{
+		struct sock_filter junk[] = {
+			{ .code = 0xffff },
+			BPF_STMT(BPF_RET | BPF_K, 0),
+		};
+
+		ASSERT_ERRNO(attach_cbpf(kcm, local, junk, 2), EINVAL);
+	}
+	ASSERT_ERRNO(attach_cbpf(kcm, local, (struct sock_filter *)8, 3),
+		     EFAULT);
+	/* eBPF through the extended ioctl: a bad descriptor. */
+	att.bpf_type = KCM_BPF_TYPE_FD;
+	att.bpf_fd = -1;
+	ASSERT_ERRNO(ioctl(kcm, SIOCKCMATTACHEXT, &att), EBADF);
+
+	/* None of it stuck: the socket attaches and frames. */
+	ASSERT_OK(attach_lenfield(kcm, local, &good));
+	check_rx(peer, kcm, 21);
+}
+
+/* eBPF through the extended ioctl works as SIOCKCMATTACH does. */
+TEST_DIFFERS(ext_ebpf_fd, NO_EXT)
+{
+	struct kcm_attach_ext att;
+	int peer, local, kcm;
+
+	kcm_enter_netns();
+	kcm = kcm_and_pair(SOCK_DGRAM, &peer, &local);
+	memset(&att, 0, sizeof(att));
+	att.fd = local;
+	att.bpf_type = KCM_BPF_TYPE_FD;
+	att.bpf_fd = kcm_parser_len4();
+	ASSERT_GE(att.bpf_fd, 0);
+	ASSERT_OK(ioctl(kcm, SIOCKCMATTACHEXT, &att));
+	close(att.bpf_fd);
+	check_framing(peer, kcm);
+}
+
+/* Sends raw @bytes on a lenfield psock; returns the TCP socket's error. */
+static int lenfield_error(const struct kcm_lenfield *lf, const char *bytes,
+			  size_t n)
+{
+	int peer, local, kcm, err;
+
+	kcm = kcm_and_pair(SOCK_DGRAM, &peer, &local);
+	ASSERT_OK(attach_lenfield(kcm, local, lf));
+	ASSERT_OK(kcm_write_all(peer, bytes, n));
+	err = kcm_wait_so_error(local, 5000);
+	close(kcm);
+	close(peer);
+	close(local);
+	return err;
+}
+
+TEST_DIFFERS(lenfield_bad_lengths, NO_EXT)
+{
+	struct kcm_lenfield max100 = { .width = 2, .adjust = 2,
+				       .max_len = 100 };
+	struct kcm_lenfield w8 = { .width = 8, .offset = 1 };
+	struct kcm_lenfield neg = { .width = 1, .adjust = -10 };
+	struct kcm_stats before, after;
+	char big[8] = { 0, 99 };	/* 99 + 2 = 101 > 100 */
+	char ok[100] = { 0, 98 };	/* exactly 100 */
+	char huge[9] = { 0, 0, 0, 0, 1, 0, 0, 0, 0 };	/* 2^32 */
+	char small[9] = { 0, 0, 0, 0, 0, 0, 0, 0, 8 };	/* 8 < 9 */
+	char under[2] = { 5 };		/* 5 - 10 < 1 */
+	int peer, local, kcm;
+
+	kcm_enter_netns();
+	ASSERT_EQ(kcm_stats_read(&before), 0);
+	ASSERT_EQ(lenfield_error(&max100, big, sizeof(big)), EMSGSIZE);
+	ASSERT_EQ(lenfield_error(&w8, huge, sizeof(huge)), EMSGSIZE);
+	ASSERT_EQ(lenfield_error(&w8, small, sizeof(small)), EPROTO);
+	ASSERT_EQ(lenfield_error(&neg, under, sizeof(under)), EPROTO);
+	ASSERT_EQ(kcm_stats_read(&after), 0);
+	ASSERT_EQ(after.psock[KP_RX_TOO_BIG] - before.psock[KP_RX_TOO_BIG], 2);
+	ASSERT_EQ(after.psock[KP_RX_BAD_LEN] - before.psock[KP_RX_BAD_LEN], 2);
+
+	/* At the maximum is fine. */
+	kcm = kcm_and_pair(SOCK_DGRAM, &peer, &local);
+	ASSERT_OK(attach_lenfield(kcm, local, &max100));
+	ASSERT_OK(kcm_write_all(peer, ok, sizeof(ok)));
+	ASSERT_EQ(recv(kcm, ok, sizeof(ok), 0), sizeof(ok));
+	ASSERT_EQ(kcm_sockopt_int(local, SOL_SOCKET, SO_ERROR), 0);
+}
+
+/* The distro module's answer, observed there; ours attaches. */
+TEST(attach_ext_result_by_module)
+{
+	struct kcm_lenfield lf = { .width = 4, .adjust = 4 };
+	int peer, local, kcm;
+
+	kcm_enter_netns();
+	kcm = kcm_and_pair(SOCK_DGRAM, &peer, &local);
+	if (kcm_test_against_distro())
+		ASSERT_ERRNO(attach_lenfield(kcm, local, &lf), ENOTTY);
+	else
+		ASSERT_OK(attach_lenfield(kcm, local, &lf));
 }
 
 KCM_TEST_MAIN

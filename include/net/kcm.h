@@ -181,11 +181,34 @@ struct kcm_mux {
 };
 
 /**
+ * struct kcm_parser - how a psock finds message lengths (kcm_parser.c)
+ * @kind: 0 or KCM_BPF_TYPE_FD: an eBPF program; KCM_BPF_TYPE_PROG: a
+ *	converted classic program; KCM_PARSER_LENFIELD: the fields below
+ * @width: length field size in bytes
+ * @le: the field is little endian
+ * @offset: where the field starts in the message
+ * @adjust: added to the field's value to give the message length
+ * @max_len: longest message, 0 for no limit of the parser's own
+ *
+ * Fixed from attach to unattach.
+ */
+struct kcm_parser {
+	u8 kind;
+	u8 width;
+	bool le;
+	u32 offset;
+	s32 adjust;
+	u32 max_len;
+};
+
+/**
  * struct kcm_psock - a TCP socket attached to a mux
  * @mux: the mux
  * @sk: the TCP socket
  * @file: reference that keeps @sk open while attached
- * @prog: the BPF program that returns message lengths
+ * @prog: the BPF program that returns message lengths, NULL for the
+ *	built-in parser
+ * @parser: the kind of parser and the built-in one's parameters
  * @mux_node: entry on @mux->psocks, protected by @mux->lock
  * @index: number of the psock within its mux, shown in /proc
  * @saved_data_ready: the TCP socket's callbacks, restored on unattach
@@ -225,6 +248,7 @@ struct kcm_psock {
 	struct sock *sk;
 	struct file *file;
 	struct bpf_prog *prog;
+	struct kcm_parser parser;
 	struct list_head mux_node;
 	unsigned int index;
 
@@ -345,6 +369,8 @@ void kcm_net_unregister(void);
 
 /* kcm_psock.c: attaching TCP sockets */
 int kcm_attach_ioctl(struct kcm_sock *kcm, const struct kcm_attach *info);
+int kcm_attach_ext_ioctl(struct kcm_sock *kcm,
+			 const struct kcm_attach_ext *info);
 int kcm_unattach_ioctl(struct kcm_sock *kcm, const struct kcm_unattach *info);
 void kcm_mux_unattach_all(struct kcm_mux *mux);
 
@@ -362,6 +388,13 @@ void kcm_rx_set_disabled(struct kcm_sock *kcm, bool disable);
 int kcm_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 		int flags);
 void kcm_mux_rx_purge(struct kcm_mux *mux);
+
+/* kcm_parser.c: message parsers (the extended ones not in upstream) */
+int kcm_parse(struct kcm_psock *psock, struct sk_buff *skb);
+int kcm_parser_get(const struct kcm_attach_ext *info,
+		   struct kcm_parser *parser, struct bpf_prog **prog);
+void kcm_parser_put(const struct kcm_parser *parser, struct bpf_prog *prog);
+int kcm_attach_ext_copy(struct kcm_attach_ext *info, const void __user *arg);
 
 /* Counters are written by one context at a time and read by /proc. */
 static inline void kcm_stat_add(u64 *ctr, u64 n)
