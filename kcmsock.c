@@ -73,7 +73,10 @@
  * the mux lock.  A KCM socket writes to its reserved psock under its own
  * socket lock, and the psock can only be taken from it by the socket
  * itself or by unattach, which first takes that socket's lock; so a
- * reserved psock stays valid while its socket's lock is held.
+ * reserved psock stays valid while its socket's lock is held.  A socket
+ * whose next message is addressed to one connection (kcm_conn.c) gives
+ * its psock up before it waits on that psock's tx_direct list under the
+ * mux lock; the waiting rules are at the top of kcm_tx.c.
  *
  * Contexts
  * --------
@@ -372,7 +375,10 @@ static int kcm_compat_ioctl(struct socket *sock, unsigned int cmd,
 }
 #endif
 
-/* Context: process context; takes lock_sock(). */
+/*
+ * Context: process context; takes lock_sock() for KCM_RECV_DISABLE.
+ * KCM_RECV_CONN_ID is only read by the socket's own readers.
+ */
 static int kcm_setsockopt(struct socket *sock, int level, int optname,
 			  sockptr_t optval, unsigned int optlen)
 {
@@ -382,7 +388,7 @@ static int kcm_setsockopt(struct socket *sock, int level, int optname,
 	if (level != SOL_KCM)
 		return -ENOPROTOOPT;
 
-	if (optname != KCM_RECV_DISABLE)
+	if (optname != KCM_RECV_DISABLE && optname != KCM_RECV_CONN_ID)
 		return -ENOPROTOOPT;
 
 	if (optlen < sizeof(int))
@@ -390,6 +396,11 @@ static int kcm_setsockopt(struct socket *sock, int level, int optname,
 
 	if (copy_from_sockptr(&val, optval, sizeof(int)))
 		return -EFAULT;
+
+	if (optname == KCM_RECV_CONN_ID) {
+		WRITE_ONCE(kcm->rx_conn_id, !!val);
+		return 0;
+	}
 
 	lock_sock(&kcm->sk);
 	kcm_rx_set_disabled(kcm, !!val);
@@ -407,7 +418,7 @@ static int kcm_getsockopt(struct socket *sock, int level, int optname,
 	if (level != SOL_KCM)
 		return -ENOPROTOOPT;
 
-	if (optname != KCM_RECV_DISABLE)
+	if (optname != KCM_RECV_DISABLE && optname != KCM_RECV_CONN_ID)
 		return -ENOPROTOOPT;
 
 	if (get_user(len, optlen))
@@ -417,7 +428,10 @@ static int kcm_getsockopt(struct socket *sock, int level, int optname,
 		return -EINVAL;
 
 	len = min_t(int, len, sizeof(int));
-	val = READ_ONCE(kcm->rx_disabled);
+	if (optname == KCM_RECV_DISABLE)
+		val = READ_ONCE(kcm->rx_disabled);
+	else
+		val = READ_ONCE(kcm->rx_conn_id);
 	if (put_user(len, optlen) || copy_to_user(optval, &val, len))
 		return -EFAULT;
 

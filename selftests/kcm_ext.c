@@ -2,7 +2,8 @@
 /*
  * Extensions of this KCM that upstream Linux does not have: accept() and
  * accept4() as a way to clone; SIOCKCMATTACHEXT with a classic BPF parser
- * (usable without privilege) or the built-in length field parser.  The
+ * (usable without privilege) or the built-in length field parser;
+ * per-connection addressing with KCM_CONN_ID control messages.  The
  * distro module refuses them, which the TEST_DIFFERS reasons record as
  * observed there.
  */
@@ -17,6 +18,7 @@
 
 #define NO_ACCEPT "accept() on a KCM socket fails with EOPNOTSUPP"
 #define NO_EXT "SIOCKCMATTACHEXT fails with ENOTTY"
+#define NO_CONN "setsockopt(KCM_RECV_CONN_ID) fails with ENOPROTOOPT"
 
 /* Sends message @seq from @peer and checks that @kcm receives it whole. */
 static void check_rx(int peer, int kcm, uint32_t seq)
@@ -518,6 +520,388 @@ TEST(attach_ext_result_by_module)
 		ASSERT_ERRNO(attach_lenfield(kcm, local, &lf), ENOTTY);
 	else
 		ASSERT_OK(attach_lenfield(kcm, local, &lf));
+}
+
+/* ---- per-connection addressing -------------------------------------- */
+
+#define NCLIENTS	8
+#define NREQ		20
+
+/* A mux with NCLIENTS connections; @client[i] is the peer of psock i. */
+struct conn_mux {
+	int kcm;
+	int client[NCLIENTS];
+	int server[NCLIENTS];
+};
+
+static void conn_mux_setup(struct conn_mux *m, int type)
+{
+	int prog = kcm_parser_len4(), i;
+
+	ASSERT_GE(prog, 0);
+	m->kcm = kcm_socket(type);
+	ASSERT_GE(m->kcm, 0);
+	kcm_set_timeo(m->kcm, SO_RCVTIMEO, 5000);
+	for (i = 0; i < NCLIENTS; i++) {
+		ASSERT_OK(kcm_tcp_pair(&m->client[i], &m->server[i]));
+		kcm_set_timeo(m->client[i], SO_RCVTIMEO, 10000);
+		ASSERT_OK(kcm_attach(m->kcm, m->server[i], prog));
+	}
+	close(prog);
+}
+
+/* The ids of the psock- lines of /proc/net/kcm, in order; returns count. */
+static int proc_psock_ids(unsigned int *ids, int max)
+{
+	char line[512];
+	int n = 0;
+	FILE *f = fopen("/proc/net/kcm", "r");
+
+	ASSERT_TRUE(f);
+	while (fgets(line, sizeof(line), f)) {
+		const char *s = line + strspn(line, " ");
+
+		if (n < max && sscanf(s, "psock-%u ", &ids[n]) == 1)
+			n++;
+	}
+	fclose(f);
+	return n;
+}
+
+static int set_recv_conn_id(int fd, int on)
+{
+	return setsockopt(fd, SOL_KCM, KCM_RECV_CONN_ID, &on, sizeof(on));
+}
+
+/* recvmsg() with room for one control message; *@id = -1 without one. */
+static ssize_t recv_with_id(int fd, char *buf, size_t len, long *id)
+{
+	char ctl[CMSG_SPACE(sizeof(__u32))];
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	struct msghdr msg = {
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = ctl, .msg_controllen = sizeof(ctl),
+	};
+	struct cmsghdr *cmsg;
+	ssize_t n = recvmsg(fd, &msg, 0);
+	__u32 v;
+
+	*id = -1;
+	if (n < 0)
+		return n;
+	ASSERT_EQ(msg.msg_flags & MSG_CTRUNC, 0);
+	for (cmsg = CMSG_FIRSTHDR(&msg); cmsg; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
+		ASSERT_EQ(cmsg->cmsg_level, SOL_KCM);
+		ASSERT_EQ(cmsg->cmsg_type, KCM_CONN_ID);
+		ASSERT_EQ(cmsg->cmsg_len, CMSG_LEN(sizeof(__u32)));
+		memcpy(&v, CMSG_DATA(cmsg), sizeof(v));
+		*id = v;
+	}
+	return n;
+}
+
+/* sendmsg() of @buf addressed to connection @id (none when @id < 0). */
+static ssize_t send_to_id(int fd, const char *buf, size_t len, long id,
+			  int flags)
+{
+	char ctl[CMSG_SPACE(sizeof(__u32))];
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *cmsg;
+	__u32 v = id;
+
+	if (id >= 0) {
+		memset(ctl, 0, sizeof(ctl));
+		msg.msg_control = ctl;
+		msg.msg_controllen = sizeof(ctl);
+		cmsg = CMSG_FIRSTHDR(&msg);
+		cmsg->cmsg_level = SOL_KCM;
+		cmsg->cmsg_type = KCM_CONN_ID;
+		cmsg->cmsg_len = CMSG_LEN(sizeof(v));
+		memcpy(CMSG_DATA(cmsg), &v, sizeof(v));
+	}
+	return sendmsg(fd, &msg, flags);
+}
+
+TEST_DIFFERS(conn_id_option, NO_CONN)
+{
+	int fd = kcm_socket(SOCK_DGRAM), a;
+
+	ASSERT_GE(fd, 0);
+	ASSERT_EQ(kcm_sockopt_int(fd, SOL_KCM, KCM_RECV_CONN_ID), 0);
+	ASSERT_OK(set_recv_conn_id(fd, 5));
+	ASSERT_EQ(kcm_sockopt_int(fd, SOL_KCM, KCM_RECV_CONN_ID), 1);
+	/* Per socket: a clone starts without it. */
+	a = accept(fd, NULL, NULL);
+	ASSERT_GE(a, 0);
+	ASSERT_EQ(kcm_sockopt_int(a, SOL_KCM, KCM_RECV_CONN_ID), 0);
+	ASSERT_OK(set_recv_conn_id(fd, 0));
+	ASSERT_EQ(kcm_sockopt_int(fd, SOL_KCM, KCM_RECV_CONN_ID), 0);
+	ASSERT_ERRNO(setsockopt(fd, SOL_KCM, KCM_RECV_CONN_ID, &a, 2),
+		     EINVAL);
+}
+
+/* Every reply reaches exactly the client that sent the request. */
+TEST_DIFFERS(conn_id_echo_server, NO_CONN)
+{
+	unsigned int ids[NCLIENTS + 1];
+	char buf[256], want[256];
+	struct conn_mux m;
+	int i, j;
+	long id;
+	ssize_t n;
+
+	kcm_enter_netns();
+	conn_mux_setup(&m, SOCK_DGRAM);
+	/* The ids are the psock- indexes of /proc, in attach order. */
+	ASSERT_EQ(proc_psock_ids(ids, NCLIENTS + 1), NCLIENTS);
+	for (i = 0; i < NCLIENTS; i++)
+		ASSERT_EQ(ids[i], i);
+	ASSERT_OK(set_recv_conn_id(m.kcm, 1));
+
+	/* All clients send before the server reads: requests interleave. */
+	for (j = 0; j < NREQ; j++)
+		for (i = 0; i < NCLIENTS; i++)
+			ASSERT_OK(kcm_send_msgs(m.client[i], i * 1000 + j, 1,
+						8 + i * 13 + j));
+
+	for (j = 0; j < NREQ * NCLIENTS; j++) {
+		n = recv_with_id(m.kcm, buf, sizeof(buf), &id);
+		ASSERT_GE(n, 0);
+		ASSERT_GE(id, 0);
+		ASSERT_LT(id, NCLIENTS);
+		/* It came from the client that the id names. */
+		ASSERT_EQ(kcm_msg_check(buf, n) / 1000, id);
+		ASSERT_EQ(send_to_id(m.kcm, buf, n, id, 0), n);
+	}
+
+	for (i = 0; i < NCLIENTS; i++) {
+		for (j = 0; j < NREQ; j++) {
+			size_t len = kcm_msg_build(want, 8 + i * 13 + j,
+						   i * 1000 + j);
+
+			ASSERT_OK(kcm_read_full(m.client[i], buf, len));
+			ASSERT_EQ(memcmp(buf, want, len), 0);
+		}
+		/* Nothing else arrived on this connection. */
+		ASSERT_ERRNO(recv(m.client[i], buf, 1, MSG_DONTWAIT), EAGAIN);
+	}
+}
+
+TEST_DIFFERS(conn_id_absent_without_option, NO_CONN)
+{
+	struct conn_mux m;
+	char buf[256];
+	long id;
+
+	kcm_enter_netns();
+	conn_mux_setup(&m, SOCK_SEQPACKET);
+	ASSERT_OK(kcm_send_msgs(m.client[3], 1, 1, 10));
+	ASSERT_EQ(recv_with_id(m.kcm, buf, sizeof(buf), &id), KCM_HDR + 10);
+	ASSERT_EQ(id, -1);
+	ASSERT_OK(set_recv_conn_id(m.kcm, 1));
+	ASSERT_OK(kcm_send_msgs(m.client[5], 2, 1, 10));
+	ASSERT_EQ(recv_with_id(m.kcm, buf, sizeof(buf), &id), KCM_HDR + 10);
+	ASSERT_EQ(id, 5);
+	/* Without room for it the reader is told so. */
+	ASSERT_OK(kcm_send_msgs(m.client[5], 3, 1, 10));
+	{
+		int flags;
+
+		ASSERT_EQ(kcm_recv(m.kcm, buf, sizeof(buf), 0, &flags),
+			  KCM_HDR + 10);
+		ASSERT_TRUE(flags & MSG_CTRUNC);
+	}
+}
+
+TEST_DIFFERS(conn_id_send_errors, NO_CONN)
+{
+	char buf[64], ctl[CMSG_SPACE(8)];
+	struct iovec iov = { .iov_base = buf, .iov_len = 0 };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+			      .msg_control = ctl };
+	unsigned int ids[NCLIENTS + 2];
+	struct cmsghdr *cmsg;
+	struct conn_mux m;
+	int peer, local, prog;
+	size_t len;
+
+	kcm_enter_netns();
+	conn_mux_setup(&m, SOCK_DGRAM);
+	len = kcm_msg_build(buf, 20, 1);
+	iov.iov_len = len;
+
+	ASSERT_ERRNO(send_to_id(m.kcm, buf, len, NCLIENTS, 0), ENOENT);
+	ASSERT_ERRNO(send_to_id(m.kcm, buf, len, 0xffffffff, 0), ENOENT);
+
+	/* Malformed: a wrong length, an unknown SOL_KCM type. */
+	memset(ctl, 0, sizeof(ctl));
+	cmsg = (struct cmsghdr *)ctl;
+	cmsg->cmsg_level = SOL_KCM;
+	cmsg->cmsg_type = KCM_CONN_ID;
+	cmsg->cmsg_len = CMSG_LEN(8);
+	msg.msg_controllen = CMSG_SPACE(8);
+	ASSERT_ERRNO(sendmsg(m.kcm, &msg, 0), EINVAL);
+	cmsg->cmsg_type = 77;
+	cmsg->cmsg_len = CMSG_LEN(4);
+	ASSERT_ERRNO(sendmsg(m.kcm, &msg, 0), EINVAL);
+
+	/* One message, two different addresses. */
+	ASSERT_EQ(send_to_id(m.kcm, buf, 10, 1, MSG_MORE), 10);
+	ASSERT_ERRNO(send_to_id(m.kcm, buf + 10, len - 10, 2, 0), EINVAL);
+	/* The same address again, or none, completes it on connection 1. */
+	ASSERT_EQ(send_to_id(m.kcm, buf + 10, len - 10, -1, 0), len - 10);
+	{
+		char got[64];
+
+		ASSERT_OK(kcm_read_full(m.client[1], got, len));
+		ASSERT_EQ(memcmp(got, buf, len), 0);
+	}
+
+	/* An unattached connection's id is gone and is never reused. */
+	ASSERT_OK(kcm_unattach(m.kcm, m.server[4]));
+	ASSERT_ERRNO(send_to_id(m.kcm, buf, len, 4, 0), ENOENT);
+	prog = kcm_parser_len4();
+	ASSERT_GE(prog, 0);
+	ASSERT_OK(kcm_tcp_pair(&peer, &local));
+	ASSERT_OK(kcm_attach(m.kcm, local, prog));
+	ASSERT_EQ(proc_psock_ids(ids, NCLIENTS + 2), NCLIENTS);
+	ASSERT_EQ(ids[NCLIENTS - 1], NCLIENTS);
+	ASSERT_ERRNO(send_to_id(m.kcm, buf, len, 4, 0), ENOENT);
+	ASSERT_EQ(send_to_id(m.kcm, buf, len, NCLIENTS, 0), len);
+	{
+		char got[64];
+
+		kcm_set_timeo(peer, SO_RCVTIMEO, 10000);
+		ASSERT_OK(kcm_read_full(peer, got, len));
+		ASSERT_EQ(memcmp(got, buf, len), 0);
+	}
+}
+
+/* A connection that failed: its messages are not sent elsewhere. */
+TEST_DIFFERS(conn_id_stopped_connection, NO_CONN)
+{
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+	struct conn_mux m;
+	char buf[64];
+	size_t len;
+	int i, err = 0;
+
+	kcm_enter_netns();
+	conn_mux_setup(&m, SOCK_DGRAM);
+	len = kcm_msg_build(buf, 20, 1);
+	/* Client 2 resets its connection. */
+	ASSERT_OK(setsockopt(m.client[2], SOL_SOCKET, SO_LINGER, &lg,
+			     sizeof(lg)));
+	close(m.client[2]);
+	usleep(100000);
+
+	/* The first write finds out; from then on it is EPIPE. */
+	for (i = 0; i < 10 && !err; i++) {
+		if (send_to_id(m.kcm, buf, len, 2, 0) < 0)
+			err = errno;
+		usleep(20000);
+	}
+	ASSERT_EQ(err, EPIPE);
+	ASSERT_ERRNO(send_to_id(m.kcm, buf, len, 2, 0), EPIPE);
+	/* No other client got them, and the socket still works. */
+	for (i = 0; i < NCLIENTS; i++)
+		if (i != 2)
+			ASSERT_ERRNO(recv(m.client[i], buf, 1, MSG_DONTWAIT),
+				     EAGAIN);
+	check_tx(m.kcm, m.client[0], 5);
+}
+
+/* Reads one whole test message from @fd if one is there; its seq or -2. */
+static long read_one(int fd, char *buf, size_t cap)
+{
+	__u32 hdr;
+
+	if (recv(fd, &hdr, KCM_HDR, MSG_PEEK | MSG_DONTWAIT) != KCM_HDR)
+		return -2;
+	ASSERT_LT(ntohl(hdr), cap - KCM_HDR);
+	ASSERT_OK(kcm_read_full(fd, buf, KCM_HDR + ntohl(hdr)));
+	return kcm_msg_check(buf, KCM_HDR + ntohl(hdr));
+}
+
+/*
+ * Several KCM sockets send addressed and unaddressed messages at once,
+ * crossing each other's reservations: every addressed message reaches
+ * its connection, every message arrives whole, nothing hangs.  The
+ * senders stay open until everything has arrived (a closing socket drops
+ * what it has not started to send).
+ */
+TEST_DIFFERS(conn_id_concurrent_senders, NO_CONN)
+{
+	enum { NSEND = 4, NMSG = 300 };
+	long got_directed[NCLIENTS] = { 0 }, total = 0, want, seq;
+	int s, i, j, quiet, hold[2];
+	struct conn_mux m;
+	pid_t pid[NSEND];
+	char buf[256];
+
+	kcm_enter_netns();
+	conn_mux_setup(&m, SOCK_DGRAM);
+	ASSERT_OK(pipe(hold));
+	for (s = 0; s < NSEND; s++) {
+		int fd = accept(m.kcm, NULL, NULL);
+
+		ASSERT_GE(fd, 0);
+		pid[s] = fork();
+		ASSERT_GE(pid[s], 0);
+		if (!pid[s]) {
+			close(hold[1]);
+			for (j = 0; j < NMSG; j++) {
+				/* seq: sender, index, target (9: none) */
+				long to = (j % 3) ? (j + s) % NCLIENTS : -1;
+				size_t len = kcm_msg_build(buf, 16 + j % 50,
+					s * 100000 + j * 10 +
+					(to < 0 ? 9 : to));
+
+				if (send_to_id(fd, buf, len, to, 0) !=
+				    (ssize_t)len)
+					_exit(1);
+			}
+			/* Until the parent closes the pipe. */
+			if (read(hold[0], buf, 1) != 0)
+				_exit(1);
+			_exit(0);
+		}
+		close(fd);
+	}
+	close(hold[0]);
+
+	for (quiet = 0; total < NSEND * NMSG && quiet < 200; ) {
+		int got = 0;
+
+		for (i = 0; i < NCLIENTS; i++) {
+			while ((seq = read_one(m.client[i], buf,
+					       sizeof(buf))) != -2) {
+				ASSERT_GE(seq, 0);
+				if (seq % 10 != 9) {
+					ASSERT_EQ(seq % 10, i);
+					got_directed[i]++;
+				}
+				total++;
+				got = 1;
+			}
+		}
+		quiet = got ? 0 : quiet + 1;
+		if (!got)
+			usleep(50000);
+	}
+	close(hold[1]);
+	for (s = 0; s < NSEND; s++)
+		ASSERT_EQ(kcm_wait_child(pid[s]), 0);
+
+	ASSERT_EQ(total, NSEND * NMSG);
+	for (i = 0; i < NCLIENTS; i++) {
+		want = 0;
+		for (s = 0; s < NSEND; s++)
+			for (j = 0; j < NMSG; j++)
+				want += (j % 3) && (j + s) % NCLIENTS == i;
+		ASSERT_EQ(got_directed[i], want);
+	}
 }
 
 KCM_TEST_MAIN

@@ -149,8 +149,10 @@ struct kcm_net {
  * @npsocks: number of entries on @psocks
  * @next_psock_index: index given to the next psock
  * @tx_idle: psocks that can be reserved (struct kcm_psock.tx_node)
- * @tx_waiters: KCM sockets waiting for a psock, first come first served
+ * @tx_waiters: KCM sockets waiting for any psock, first come first served
  *	(struct kcm_sock.tx_wait_node)
+ * @tx_wait_next: ticket of the next socket that starts waiting, so that
+ *	waiters for any psock and for one psock are served in order
  * @stats: totals of the KCM sockets that have left the mux
  * @mstats: events of the mux
  * @psock_stats: totals of the psocks that have been unattached
@@ -172,6 +174,7 @@ struct kcm_mux {
 	unsigned int next_psock_index;
 	struct list_head tx_idle;
 	struct list_head tx_waiters;
+	u64 tx_wait_next;
 	struct kcm_msg_stats stats;
 	struct kcm_mux_stats mstats;
 	struct kcm_psock_stats psock_stats;
@@ -210,7 +213,8 @@ struct kcm_parser {
  *	built-in parser
  * @parser: the kind of parser and the built-in one's parameters
  * @mux_node: entry on @mux->psocks, protected by @mux->lock
- * @index: number of the psock within its mux, shown in /proc
+ * @index: number of the psock within its mux, shown in /proc; the id of
+ *	KCM_CONN_ID, never reused within the mux
  * @saved_data_ready: the TCP socket's callbacks, restored on unattach
  * @saved_write_space: see @saved_data_ready
  * @saved_state_change: see @saved_data_ready
@@ -235,6 +239,9 @@ struct kcm_parser {
  * @rx_timer_work: assembly timeout
  * @tx_kcm: the KCM socket the psock is reserved to; under @mux->lock
  * @tx_node: entry on @mux->tx_idle; under @mux->lock
+ * @tx_direct: KCM sockets waiting for this psock in particular, to send a
+ *	message addressed to it (struct kcm_sock.tx_wait_node); under
+ *	@mux->lock
  * @tx_stopped: no more transmitting: send error or unattach; written
  *	under @mux->lock
  * @tx_orphan: the rest of a message whose KCM socket closed while it was
@@ -275,6 +282,7 @@ struct kcm_psock {
 
 	struct kcm_sock *tx_kcm;
 	struct list_head tx_node;
+	struct list_head tx_direct;
 	bool tx_stopped;
 	struct sk_buff *tx_orphan;
 	unsigned int tx_orphan_off;
@@ -287,16 +295,34 @@ struct kcm_psock {
  * struct kcm_rx_msg - what KCM keeps in skb->cb of a received message
  * @psock: the psock it came from while it is on @mux->rx_hold, or NULL
  * @offset: bytes already read by a SEQPACKET reader
+ * @conn_id: index of the psock it came from (KCM_CONN_ID)
  */
 struct kcm_rx_msg {
 	struct kcm_psock *psock;
 	unsigned int offset;
+	u32 conn_id;
 };
 
 static inline struct kcm_rx_msg *kcm_rx_msg(struct sk_buff *skb)
 {
 	BUILD_BUG_ON(sizeof(struct kcm_rx_msg) > sizeof(skb->cb));
 	return (struct kcm_rx_msg *)skb->cb;
+}
+
+/**
+ * struct kcm_tx_msg - what KCM keeps in skb->cb of a message to send
+ * @conn_id: the psock index it must go out on, when @directed
+ * @directed: sent with a KCM_CONN_ID control message
+ */
+struct kcm_tx_msg {
+	u32 conn_id;
+	bool directed;
+};
+
+static inline struct kcm_tx_msg *kcm_tx_msg(struct sk_buff *skb)
+{
+	BUILD_BUG_ON(sizeof(struct kcm_tx_msg) > sizeof(skb->cb));
+	return (struct kcm_tx_msg *)skb->cb;
 }
 
 /**
@@ -309,11 +335,16 @@ static inline struct kcm_rx_msg *kcm_rx_msg(struct sk_buff *skb)
  * @rx_disabled: KCM_RECV_DISABLE; written under lock_sock() and @mux->lock
  * @rx_node: entry on @mux->rx_ready while @rx_ready, under @mux->lock
  * @rx_ready: the socket is in the receive rotation; under @mux->lock
+ * @rx_conn_id: KCM_RECV_CONN_ID; READ_ONCE/WRITE_ONCE
  * @tx_psock: the psock reserved to this socket; under @mux->lock, and
  *	only this socket (under lock_sock()) or unattach (holding
  *	lock_sock() of this socket) take it away
- * @tx_wait_node: entry on @mux->tx_waiters while @tx_waiting
+ * @tx_wait_node: entry on @mux->tx_waiters, or on @tx_want->tx_direct,
+ *	while @tx_waiting
  * @tx_waiting: waiting for a psock; under @mux->lock
+ * @tx_want: the psock waited for when the message is addressed to one;
+ *	under @mux->lock
+ * @tx_wait_seq: ticket taken from @mux->tx_wait_next; under @mux->lock
  * @tx_idle_hold: keeps @tx_psock with nothing to send (no one waited);
  *	written under lock_sock() or @mux->lock, read by waiters
  * @tx_closing: the socket is being released; under lock_sock()
@@ -334,9 +365,12 @@ struct kcm_sock {
 	bool rx_disabled;
 	struct list_head rx_node;
 	bool rx_ready;
+	bool rx_conn_id;
 	struct kcm_psock *tx_psock;
 	struct list_head tx_wait_node;
 	bool tx_waiting;
+	struct kcm_psock *tx_want;
+	u64 tx_wait_seq;
 	bool tx_idle_hold;
 	bool tx_closing;
 	struct sk_buff *tx_partial;
@@ -395,6 +429,14 @@ int kcm_parser_get(const struct kcm_attach_ext *info,
 		   struct kcm_parser *parser, struct bpf_prog **prog);
 void kcm_parser_put(const struct kcm_parser *parser, struct bpf_prog *prog);
 int kcm_attach_ext_copy(struct kcm_attach_ext *info, const void __user *arg);
+
+/* kcm_conn.c: per-connection addressing (not in upstream) */
+struct kcm_psock *__kcm_mux_psock_by_id(struct kcm_mux *mux, u32 id);
+void kcm_conn_rx_cmsg(struct kcm_sock *kcm, struct msghdr *msg,
+		      struct sk_buff *skb);
+int kcm_conn_tx_cmsg(struct kcm_sock *kcm, struct msghdr *msg,
+		     struct kcm_tx_msg *to);
+void kcm_conn_tx_set(struct kcm_sock *kcm, const struct kcm_tx_msg *to);
 
 /* Counters are written by one context at a time and read by /proc. */
 static inline void kcm_stat_add(u64 *ctr, u64 n)

@@ -108,4 +108,20 @@ struct kcm_attach_ext {
 
 #define SIOCKCMATTACHEXT	(SIOCPROTOPRIVATE + 3)
 
+/*
+ * Per-connection addressing.  Every attached TCP socket has an id, unique
+ * within its mux for the mux's life: the <index> of its psock-<index> line
+ * in /proc/net/kcm.
+ */
+
+/* Socket option (level SOL_KCM, int 0/1): tell the connection of every
+ * received message in a KCM_CONN_ID control message.
+ */
+#define KCM_RECV_CONN_ID	2
+
+/* Control message (level SOL_KCM, a __u32 connection id): on receive,
+ * where the message came from; on send, the connection it must go out on.
+ */
+#define KCM_CONN_ID		2
+
 #endif /* _UAPI_LINUX_KCM_H */
