@@ -84,9 +84,9 @@ static int kcm_conn_check(struct kcm_sock *kcm, u32 id)
  * Control messages of other levels are ignored, as upstream ignores all.
  *
  * Context: process context, lock_sock(kcm) held.
- * Return: 0; -EINVAL for a malformed or unknown SOL_KCM control message or
- * an address that differs from the one the message being built already
- * has; -ENOENT when no connection has the id; -EPIPE when it no longer
+ * Return: 0; -EINVAL for a malformed control message, an unknown SOL_KCM
+ * one, or an address that differs from the one the message being built
+ * already has; -ENOENT when no connection has the id; -EPIPE when it no longer
  * transmits.
  */
 int kcm_conn_tx_cmsg(struct kcm_sock *kcm, struct msghdr *msg,
