@@ -92,6 +92,7 @@ static void kcm_psock_restore_callbacks(struct kcm_psock *psock)
 /* Context: process context, may sleep. */
 static struct kcm_psock *kcm_psock_alloc(struct kcm_mux *mux,
 					 struct socket *csock,
+					 const struct kcm_parser *parser,
 					 struct bpf_prog *prog)
 {
 	struct kcm_psock *psock;
@@ -108,6 +109,7 @@ static struct kcm_psock *kcm_psock_alloc(struct kcm_mux *mux,
 	psock->sk = csock->sk;
 	psock->file = csock->file;
 	psock->prog = prog;
+	psock->parser = *parser;
 	INIT_LIST_HEAD(&psock->mux_node);
 	kcm_psock_tx_init(psock);
 	return psock;
@@ -134,12 +136,13 @@ static void kcm_mux_add_psock(struct kcm_mux *mux, struct kcm_psock *psock)
 }
 
 /*
- * Attach @csock to @mux with @prog as its parser.  On success the psock
- * owns the caller's references on @csock's file and on @prog.
+ * Attach @csock to @mux with @parser and @prog as its parser.  On success
+ * the psock owns the caller's references on @csock's file and on @prog.
  *
  * Context: process context, may sleep.
  */
 static int kcm_psock_attach(struct kcm_mux *mux, struct socket *csock,
+			    const struct kcm_parser *parser,
 			    struct bpf_prog *prog)
 {
 	struct sock *csk = csock->sk;
@@ -150,7 +153,7 @@ static int kcm_psock_attach(struct kcm_mux *mux, struct socket *csock,
 	if (err)
 		return err;
 
-	psock = kcm_psock_alloc(mux, csock, prog);
+	psock = kcm_psock_alloc(mux, csock, parser, prog);
 	if (!psock)
 		return -ENOMEM;
 
@@ -185,6 +188,28 @@ static int kcm_psock_attach(struct kcm_mux *mux, struct socket *csock,
  */
 int kcm_attach_ioctl(struct kcm_sock *kcm, const struct kcm_attach *info)
 {
+	struct kcm_attach_ext ext = {
+		.fd = info->fd,
+		.bpf_type = KCM_BPF_TYPE_FD,
+		.bpf_fd = info->bpf_fd,
+	};
+
+	return kcm_attach_ext_ioctl(kcm, &ext);
+}
+
+/**
+ * kcm_attach_ext_ioctl() - SIOCKCMATTACHEXT (not in upstream Linux)
+ * @kcm: a KCM socket of the mux
+ * @info: the TCP socket and the parser: an eBPF program, a classic BPF
+ *	program or the built-in length field parser
+ *
+ * Context: process context, may sleep.
+ * Return: as kcm_attach_ioctl(), and the errors of kcm_parser_get().
+ */
+int kcm_attach_ext_ioctl(struct kcm_sock *kcm,
+			 const struct kcm_attach_ext *info)
+{
+	struct kcm_parser parser;
 	struct bpf_prog *prog;
 	struct socket *csock;
 	int err;
@@ -193,15 +218,13 @@ int kcm_attach_ioctl(struct kcm_sock *kcm, const struct kcm_attach *info)
 	if (!csock)
 		return -ENOENT;
 
-	prog = bpf_prog_get_type(info->bpf_fd, BPF_PROG_TYPE_SOCKET_FILTER);
-	if (IS_ERR(prog)) {
-		err = PTR_ERR(prog);
+	err = kcm_parser_get(info, &parser, &prog);
+	if (err)
 		goto out_put;
-	}
 
-	err = kcm_psock_attach(kcm->mux, csock, prog);
+	err = kcm_psock_attach(kcm->mux, csock, &parser, prog);
 	if (err) {
-		bpf_prog_put(prog);
+		kcm_parser_put(&parser, prog);
 		goto out_put;
 	}
 	return 0;
@@ -250,7 +273,7 @@ static void kcm_psock_unattach(struct kcm_psock *psock)
 	/* Whatever is still queued on the socket is the application's. */
 	csk->sk_data_ready(csk);
 
-	bpf_prog_put(psock->prog);
+	kcm_parser_put(&psock->parser, psock->prog);
 	fput(psock->file);
 	kcm_psock_free(psock);
 }

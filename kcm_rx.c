@@ -475,6 +475,7 @@ static void kcm_rx_complete(struct kcm_psock *psock, struct sk_buff *skb)
 	psock->rx_seen = 0;
 	kcm_rx_timer_stop(psock);
 	memset(kcm_rx_msg(skb), 0, sizeof(struct kcm_rx_msg));
+	kcm_rx_msg(skb)->conn_id = psock->index;
 	__skb_queue_tail(&psock->rx_batch, skb);
 	if (skb_queue_len(&psock->rx_batch) >= KCM_RX_BATCH)
 		kcm_rx_flush_batch(psock);
@@ -495,9 +496,7 @@ static int kcm_rx_parse(struct kcm_psock *psock)
 	if (buf->len <= psock->rx_seen)
 		return 0;
 
-	rcu_read_lock();
-	ret = (int)bpf_prog_run_pin_on_cpu(psock->prog, buf);
-	rcu_read_unlock();
+	ret = kcm_parse(psock, buf);
 
 	/* Only errnos user space knows; never internal ones like -512. */
 	if (ret < 0)
@@ -1260,6 +1259,7 @@ int kcm_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	}
 
 	err = copied;
+	kcm_conn_rx_cmsg(kcm, msg, skb);
 	if (copied == avail)
 		msg->msg_flags |= MSG_EOR;
 	else if (sk->sk_type == SOCK_DGRAM)

@@ -495,6 +495,57 @@ static void kcm_kt_pick(struct kunit *test)
 	kcm_mux_free(mux);
 }
 
+/* Builds: one filler byte, a 2-byte little-endian payload length, payload. */
+static size_t kcm_kt_msg_le16(u8 *buf, u16 plen, u8 fill)
+{
+	buf[0] = 0xa5;
+	put_unaligned_le16(plen, buf + 1);
+	memset(buf + 3, fill, plen);
+	return plen + 3;
+}
+
+/*
+ * The built-in length field parser (an extension) frames like a BPF one:
+ * every split of a stream, a field off the start, a little-endian width,
+ * a positive adjustment; then a length over its maximum stops the psock.
+ */
+static void kcm_kt_lenfield(struct kunit *test)
+{
+	static u8 stream[3 + 3 + 60 + 3 + 3000];
+	struct kcm_parser lf = {
+		.kind = KCM_PARSER_LENFIELD, .offset = 1, .width = 2,
+		.le = true, .adjust = 3, .max_len = 3003,
+	};
+	size_t lens[3], n = 0, cut;
+	struct kcm_kt *kt;
+
+	lens[0] = kcm_kt_msg_le16(stream, 0, 1);
+	n += lens[0];
+	lens[1] = kcm_kt_msg_le16(stream + n, 60, 2);
+	n += lens[1];
+	lens[2] = kcm_kt_msg_le16(stream + n, 3000, 3);
+	n += lens[2];
+
+	kt = kcm_kt_setup(test, kcm_kt_len4, ARRAY_SIZE(kcm_kt_len4));
+	kt->psock->parser = lf;
+	for (cut = 0; cut <= n; cut += cut < 100 ? 1 : 37) {
+		KUNIT_ASSERT_EQ(test, kcm_kt_feed(kt, stream, cut, cut % 7),
+				(int)cut);
+		KUNIT_ASSERT_EQ(test, kcm_kt_feed(kt, stream + cut, n - cut, 0),
+				(int)(n - cut));
+		kcm_kt_expect(test, kt, stream, lens, 3);
+	}
+	KUNIT_EXPECT_FALSE(test, kt->psock->rx_stopped);
+
+	/* 3001 + 3 is one byte over the maximum. */
+	put_unaligned_le16(3001, stream + 1);
+	kcm_kt_feed(kt, stream, 3, 0);
+	KUNIT_EXPECT_TRUE(test, kt->psock->rx_stopped);
+	KUNIT_EXPECT_EQ(test, kt->psock->stats.rx_too_big, 1);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(kt->tcp->sk->sk_err), EMSGSIZE);
+	kcm_kt_teardown(kt);
+}
+
 static struct kunit_case kcm_rx_test_cases[] = {
 	KUNIT_CASE(kcm_kt_every_split),
 	KUNIT_CASE(kcm_kt_bytewise_and_coalesced),
@@ -507,6 +558,7 @@ static struct kunit_case kcm_rx_test_cases[] = {
 	KUNIT_CASE(kcm_kt_timeout),
 	KUNIT_CASE(kcm_kt_small_message_charge),
 	KUNIT_CASE(kcm_kt_pick),
+	KUNIT_CASE(kcm_kt_lenfield),
 	{}
 };
 

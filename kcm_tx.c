@@ -24,6 +24,22 @@
  * gives its psock to the next waiter at a message boundary, so N senders
  * over M < N connections all make progress.
  *
+ * A message addressed to a connection (KCM_CONN_ID, kcm_conn.c; not in
+ * upstream Linux) needs that psock.  At the head of the queue it is a
+ * message boundary, so the socket first gives up any other psock it
+ * holds, then takes the one it needs if it is idle, or else waits on that
+ * psock's tx_direct list.  A socket therefore never holds one psock while
+ * it waits for another, so no cycle of waiters can form (no deadlock),
+ * and waiting never blocks: the psock's next release kicks the waiter's
+ * tx_work.  Waiters for any psock and for one psock take tickets from
+ * the same counter and a freed psock goes to the oldest ticket among its
+ * own waiters and the general ones, so neither kind starves the other;
+ * the holder lets go at the end of its queue or after a quantum, as for
+ * general waiters.  When the psock stops transmitting or is unattached,
+ * its waiters are kicked and their message is dropped with ENOENT or
+ * EPIPE, reported once as the KCM socket's error; such a message is never
+ * sent on another connection.
+ *
  * Writing
  * -------
  * Writes to TCP happen in process context only, in the sender's sendmsg()
@@ -62,6 +78,50 @@ static void kcm_tx_kick(struct kcm_sock *kcm)
 	mod_delayed_work(system_wq, &kcm->tx_work, 0);
 }
 
+/*
+ * @psock stopped transmitting or is going away: the sockets waiting for
+ * it find that out in their tx work.
+ *
+ * Context: mux->lock held.
+ */
+static void __kcm_tx_wake_direct(struct kcm_psock *psock)
+{
+	struct kcm_sock *kcm, *tmp;
+
+	lockdep_assert_held(&psock->mux->lock);
+	list_for_each_entry_safe(kcm, tmp, &psock->tx_direct, tx_wait_node) {
+		list_del_init(&kcm->tx_wait_node);
+		kcm->tx_waiting = false;
+		kcm->tx_want = NULL;
+		kcm_tx_kick(kcm);
+	}
+}
+
+/* Context: mux->lock held.  Who has waited longest for @psock? */
+static struct kcm_sock *__kcm_tx_next_waiter(struct kcm_mux *mux,
+					     struct kcm_psock *psock)
+{
+	struct kcm_sock *any, *direct;
+
+	lockdep_assert_held(&mux->lock);
+	any = list_first_entry_or_null(&mux->tx_waiters, struct kcm_sock,
+				       tx_wait_node);
+	direct = list_first_entry_or_null(&psock->tx_direct, struct kcm_sock,
+					  tx_wait_node);
+	if (!direct)
+		return any;
+	if (!any)
+		return direct;
+	return direct->tx_wait_seq < any->tx_wait_seq ? direct : any;
+}
+
+/* Context: any; a lockless peek unless mux->lock is held.  Wanted? */
+static bool kcm_tx_psock_wanted(struct kcm_mux *mux, struct kcm_psock *psock)
+{
+	return !list_empty_careful(&mux->tx_waiters) ||
+	       !list_empty_careful(&psock->tx_direct);
+}
+
 /**
  * __kcm_tx_psock_ready() - a psock is free: give it to a waiter or idle it
  * @mux: its mux
@@ -74,17 +134,19 @@ void __kcm_tx_psock_ready(struct kcm_mux *mux, struct kcm_psock *psock)
 	struct kcm_sock *kcm;
 
 	lockdep_assert_held(&mux->lock);
+	if (psock->tx_stopped)
+		__kcm_tx_wake_direct(psock);
 	if (psock->tx_stopped || psock->tx_orphan)
 		return;
 
-	kcm = list_first_entry_or_null(&mux->tx_waiters, struct kcm_sock,
-				       tx_wait_node);
+	kcm = __kcm_tx_next_waiter(mux, psock);
 	if (!kcm) {
 		list_add_tail(&psock->tx_node, &mux->tx_idle);
 		return;
 	}
 	list_del_init(&kcm->tx_wait_node);
 	kcm->tx_waiting = false;
+	kcm->tx_want = NULL;
 	kcm_stat_add(&psock->stats.reserved, 1);
 	psock->tx_kcm = kcm;
 	WRITE_ONCE(kcm->tx_psock, psock);
@@ -129,9 +191,15 @@ static struct kcm_psock *__kcm_tx_reserve(struct kcm_sock *kcm)
 		kcm->tx_sent = 0;
 		return psock;
 	}
+	if (kcm->tx_waiting && kcm->tx_want) {
+		list_del_init(&kcm->tx_wait_node);
+		kcm->tx_waiting = false;
+		kcm->tx_want = NULL;
+	}
 	if (!kcm->tx_waiting) {
 		list_add_tail(&kcm->tx_wait_node, &mux->tx_waiters);
 		kcm->tx_waiting = true;
+		kcm->tx_wait_seq = mux->tx_wait_next++;
 		__kcm_tx_kick_idle_holders(mux);
 	}
 	return NULL;
@@ -153,21 +221,82 @@ static void __kcm_tx_unreserve(struct kcm_sock *kcm)
 	__kcm_tx_psock_ready(kcm->mux, psock);
 }
 
-/* Context: lock_sock(kcm) held; takes mux->lock. */
-static struct kcm_psock *kcm_tx_reserve(struct kcm_sock *kcm)
+/*
+ * Reserve psock @id for a message addressed to it (see "Reservation").
+ *
+ * Context: mux->lock held, and lock_sock(kcm) with no byte of the
+ * socket's first message written yet.
+ * Return: the psock, NULL while the socket waits for it, or
+ * ERR_PTR(-ENOENT) / ERR_PTR(-EPIPE) when it is gone or stopped.
+ */
+static struct kcm_psock *__kcm_tx_reserve_id(struct kcm_sock *kcm, u32 id)
 {
+	struct kcm_mux *mux = kcm->mux;
+	struct kcm_psock *psock;
+
+	lockdep_assert_held(&mux->lock);
+	psock = __kcm_mux_psock_by_id(mux, id);
+	if (!psock)
+		return ERR_PTR(-ENOENT);
+	if (psock->tx_stopped)
+		return ERR_PTR(-EPIPE);
+	if (kcm->tx_psock == psock)
+		return psock;
+	if (kcm->tx_waiting) {
+		if (kcm->tx_want == psock)
+			return NULL;
+		list_del_init(&kcm->tx_wait_node);
+		kcm->tx_waiting = false;
+		kcm->tx_want = NULL;
+	}
+	WARN_ON_ONCE(kcm->tx_offset);
+	__kcm_tx_unreserve(kcm);
+
+	if (!list_empty(&psock->tx_node)) {
+		list_del_init(&psock->tx_node);
+		kcm_stat_add(&psock->stats.reserved, 1);
+		psock->tx_kcm = kcm;
+		WRITE_ONCE(kcm->tx_psock, psock);
+		kcm->tx_sent = 0;
+		return psock;
+	}
+	list_add_tail(&kcm->tx_wait_node, &psock->tx_direct);
+	kcm->tx_waiting = true;
+	kcm->tx_want = psock;
+	kcm->tx_wait_seq = mux->tx_wait_next++;
+	/* A holder with nothing to send lets go; see kcm_tx_release(). */
+	smp_mb();
+	if (psock->tx_kcm && READ_ONCE(psock->tx_kcm->tx_idle_hold))
+		kcm_tx_kick(psock->tx_kcm);
+	return NULL;
+}
+
+/*
+ * The psock for the message @skb at the head of the queue: the reserved
+ * one when it will do, else one reserved now.
+ *
+ * Context: lock_sock(kcm) held; takes mux->lock.
+ * Return: as __kcm_tx_reserve_id(); only addressed messages get errors.
+ */
+static struct kcm_psock *kcm_tx_reserve(struct kcm_sock *kcm,
+					struct sk_buff *skb)
+{
+	const struct kcm_tx_msg *to = kcm_tx_msg(skb);
 	struct kcm_psock *psock;
 
 	sock_owned_by_me(&kcm->sk);
 	psock = READ_ONCE(kcm->tx_psock);
-	if (psock) {
+	if (psock && (!to->directed || psock->index == to->conn_id)) {
 		if (kcm->tx_idle_hold)
 			WRITE_ONCE(kcm->tx_idle_hold, false);
 		return psock;
 	}
 
 	spin_lock_bh(&kcm->mux->lock);
-	psock = __kcm_tx_reserve(kcm);
+	if (to->directed)
+		psock = __kcm_tx_reserve_id(kcm, to->conn_id);
+	else
+		psock = __kcm_tx_reserve(kcm);
 	spin_unlock_bh(&kcm->mux->lock);
 	return psock;
 }
@@ -181,16 +310,17 @@ static struct kcm_psock *kcm_tx_reserve(struct kcm_sock *kcm)
  */
 static void kcm_tx_release(struct kcm_sock *kcm)
 {
+	struct kcm_psock *psock = READ_ONCE(kcm->tx_psock);
 	struct kcm_mux *mux = kcm->mux;
 
 	sock_owned_by_me(&kcm->sk);
-	if (!READ_ONCE(kcm->tx_psock))
+	if (!psock)
 		return;
 
 	WRITE_ONCE(kcm->tx_idle_hold, true);
-	/* Pairs with __kcm_tx_kick_idle_holders(). */
+	/* Pairs with __kcm_tx_kick_idle_holders(), __kcm_tx_reserve_id(). */
 	smp_mb();
-	if (list_empty_careful(&mux->tx_waiters))
+	if (!kcm_tx_psock_wanted(mux, psock))
 		return;
 
 	spin_lock_bh(&mux->lock);
@@ -206,14 +336,15 @@ static void kcm_tx_release(struct kcm_sock *kcm)
  */
 static void kcm_tx_maybe_yield(struct kcm_sock *kcm)
 {
+	struct kcm_psock *psock = kcm->tx_psock;
 	struct kcm_mux *mux = kcm->mux;
 
-	if (kcm->tx_sent < KCM_TX_QUANTUM ||
-	    list_empty_careful(&mux->tx_waiters))
+	if (kcm->tx_sent < KCM_TX_QUANTUM || !psock ||
+	    !kcm_tx_psock_wanted(mux, psock))
 		return;
 
 	spin_lock_bh(&mux->lock);
-	if (!list_empty(&mux->tx_waiters)) {
+	if (kcm->tx_psock == psock && kcm_tx_psock_wanted(mux, psock)) {
 		__kcm_tx_unreserve(kcm);
 		__kcm_tx_reserve(kcm);
 	}
@@ -349,12 +480,13 @@ static void kcm_tx_post_error(struct sock *csk, int err)
 
 /*
  * Writing to @psock failed: stop transmitting on it, tell its TCP socket,
- * and send the message again from the start on another psock.
+ * and send the message again from the start on another psock (@retry;
+ * an addressed message is dropped instead, by kcm_tx_drop()).
  *
  * Context: lock_sock(kcm) held; takes mux->lock.
  */
 static void kcm_tx_fail(struct kcm_sock *kcm, struct kcm_psock *psock,
-			int err)
+			int err, bool retry)
 {
 	struct kcm_mux *mux = kcm->mux;
 
@@ -362,11 +494,13 @@ static void kcm_tx_fail(struct kcm_sock *kcm, struct kcm_psock *psock,
 	kcm_stat_add(&psock->stats.tx_aborts, 1);
 	spin_lock_bh(&mux->lock);
 	WRITE_ONCE(psock->tx_stopped, true);
+	__kcm_tx_wake_direct(psock);
 	psock->tx_kcm = NULL;
 	WRITE_ONCE(kcm->tx_psock, NULL);
 	WRITE_ONCE(kcm->tx_idle_hold, false);
 	kcm_stat_add(&psock->stats.unreserved, 1);
-	mux->mstats.tx_retries++;
+	if (retry)
+		mux->mstats.tx_retries++;
 	spin_unlock_bh(&mux->lock);
 	kcm->tx_offset = 0;
 }
@@ -385,6 +519,28 @@ static void kcm_tx_done(struct kcm_sock *kcm, struct kcm_psock *psock,
 }
 
 /*
+ * The message at the head of the queue is addressed to a connection that
+ * is gone (-ENOENT) or stopped (-EPIPE): drop it, count it, and report
+ * the error once, as the socket's error.
+ *
+ * Context: lock_sock(kcm) held; takes mux->lock.
+ */
+static void kcm_tx_drop(struct kcm_sock *kcm, struct sk_buff *skb, int err)
+{
+	struct kcm_mux *mux = kcm->mux;
+	struct sock *sk = &kcm->sk;
+
+	__skb_unlink(skb, &sk->sk_write_queue);
+	kcm->tx_offset = 0;
+	kfree_skb(skb);
+	spin_lock_bh(&mux->lock);
+	mux->mstats.tx_dropped++;
+	spin_unlock_bh(&mux->lock);
+	WRITE_ONCE(sk->sk_err, -err);
+	sk_error_report(sk);
+}
+
+/*
  * Write queued messages until the queue is empty, TCP is full or no psock
  * is free.
  *
@@ -399,7 +555,11 @@ static void kcm_tx_push(struct kcm_sock *kcm)
 
 	sock_owned_by_me(&kcm->sk);
 	while ((skb = skb_peek(queue))) {
-		psock = kcm_tx_reserve(kcm);
+		psock = kcm_tx_reserve(kcm, skb);
+		if (IS_ERR(psock)) {
+			kcm_tx_drop(kcm, skb, PTR_ERR(psock));
+			continue;
+		}
 		if (!psock)
 			return;
 
@@ -416,7 +576,7 @@ static void kcm_tx_push(struct kcm_sock *kcm)
 			return;
 		}
 		if (err) {
-			kcm_tx_fail(kcm, psock, err);
+			kcm_tx_fail(kcm, psock, err, !kcm_tx_msg(skb)->directed);
 			continue;
 		}
 		kcm_tx_done(kcm, psock, skb);
@@ -537,6 +697,7 @@ static void kcm_psock_tx_work(struct work_struct *work)
 void kcm_psock_tx_init(struct kcm_psock *psock)
 {
 	INIT_LIST_HEAD(&psock->tx_node);
+	INIT_LIST_HEAD(&psock->tx_direct);
 	INIT_WORK(&psock->tx_work, kcm_psock_tx_work);
 }
 
@@ -559,6 +720,7 @@ void kcm_psock_tx_detach(struct kcm_psock *psock)
 	spin_lock_bh(&mux->lock);
 	WRITE_ONCE(psock->tx_stopped, true);
 	list_del_init(&psock->tx_node);
+	__kcm_tx_wake_direct(psock);
 	kcm = psock->tx_kcm;
 	if (kcm)
 		sock_hold(&kcm->sk);
@@ -792,6 +954,7 @@ int kcm_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
 	struct sock *sk = sock->sk;
 	struct kcm_sock *kcm = kcm_sk(sk);
 	int flags = msg->msg_flags;
+	struct kcm_tx_msg to;
 	bool eor;
 	long timeo;
 	int err;
@@ -806,6 +969,8 @@ int kcm_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
 	err = sock_error(sk);
 	if (!err)
 		err = kcm_tx_check_size(kcm, len);
+	if (!err)
+		err = kcm_conn_tx_cmsg(kcm, msg, &to);
 	if (!err && len)
 		err = kcm_tx_wait_room(kcm, len, &timeo);
 	if (!err && len)
@@ -813,6 +978,7 @@ int kcm_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
 	if (err)
 		goto out;
 
+	kcm_conn_tx_set(kcm, &to);
 	if (eor) {
 		kcm_tx_end(kcm);
 		if (!(flags & MSG_BATCH))
@@ -954,6 +1120,7 @@ void kcm_tx_sock_leave(struct kcm_sock *kcm)
 	if (kcm->tx_waiting) {
 		list_del_init(&kcm->tx_wait_node);
 		kcm->tx_waiting = false;
+		kcm->tx_want = NULL;
 	}
 	psock = kcm->tx_psock;
 	if (psock && kcm->tx_offset) {

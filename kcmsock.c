@@ -7,9 +7,9 @@
  * ====================
  *
  * This file: the family, socket ops and module.  The mux life cycle and
- * namespaces (kcm_mux.c), attach/unattach (kcm_psock.c), the receive path
- * (kcm_rx.c), the transmit path (kcm_tx.c) and /proc (kcmproc.c) have
- * files of their own.
+ * namespaces (kcm_mux.c), attach/unattach (kcm_psock.c), the message
+ * parsers (kcm_parser.c), the receive path (kcm_rx.c), the transmit path
+ * (kcm_tx.c) and /proc (kcmproc.c) have files of their own.
  *
  * Objects
  * -------
@@ -41,17 +41,21 @@
  * so a namespace never goes away with a mux on its list.
  *
  * A psock holds a reference on its TCP socket's file and on its BPF
- * program.  It is freed only by unattach, which first restores the TCP
- * callback under sk_callback_lock (no framing can start after that), then
- * under the mux lock unlinks it and clears the pointers to it in held
- * messages, then cancels its work items.  Held messages do not keep a
- * psock alive.
+ * program (an eBPF one shared with its fd, or a classic one that it alone
+ * owns; the built-in length field parser has none).  It is freed only by
+ * unattach, which first restores the TCP callback under sk_callback_lock
+ * (no framing can start after that), then under the mux lock unlinks it
+ * and clears the pointers to it in held messages, then cancels its work
+ * items.  Held messages do not keep a psock alive.
  *
  * A clone is made with __sock_create() so that the LSM socket creation
  * hooks see the calling task, exactly as for socket(2).  That creates a
  * socket with a mux of its own; before the new socket gets a file it is
  * moved to the mux of the socket that was cloned and the spare mux is
- * freed.
+ * freed.  accept(2) is the other way to clone (not in upstream Linux):
+ * the socket layer makes the socket and its file, with the LSM accept
+ * check, and kcm_accept() gives it a KCM socket that joins the mux at
+ * once and inherits the label of the accepting socket.
  *
  * Lock order
  * ----------
@@ -69,7 +73,10 @@
  * the mux lock.  A KCM socket writes to its reserved psock under its own
  * socket lock, and the psock can only be taken from it by the socket
  * itself or by unattach, which first takes that socket's lock; so a
- * reserved psock stays valid while its socket's lock is held.
+ * reserved psock stays valid while its socket's lock is held.  A socket
+ * whose next message is addressed to one connection (kcm_conn.c) gives
+ * its psock up before it waits on that psock's tx_direct list under the
+ * mux lock; the waiting rules are at the top of kcm_tx.c.
  *
  * Contexts
  * --------
@@ -88,6 +95,7 @@
 #include <linux/module.h>
 #include <linux/net.h>
 #include <linux/poll.h>
+#include <linux/security.h>
 #include <linux/socket.h>
 #include <linux/uaccess.h>
 #include <net/sock.h>
@@ -101,28 +109,44 @@ static struct proto kcm_proto = {
 
 static const struct proto_ops kcm_ops;
 
+/*
+ * Give @sock a new KCM socket (sk) of its own; it belongs to no mux yet.
+ *
+ * Context: process context; @sock is not visible to user space yet.
+ */
+static struct kcm_sock *kcm_sk_alloc(struct net *net, struct socket *sock,
+				     int kern)
+{
+	struct sock *sk;
+
+	sk = sk_alloc(net, PF_KCM, GFP_KERNEL, &kcm_proto, kern);
+	if (!sk)
+		return NULL;
+
+	sock->ops = &kcm_ops;
+	sock_init_data(sock, sk);
+	sk->sk_protocol = KCMPROTO_CONNECTED;
+	kcm_sock_tx_init(kcm_sk(sk));
+	return kcm_sk(sk);
+}
+
 /* Context: process context; the socket is not visible to user space yet. */
-static int kcm_sock_init(struct net *net, struct socket *sock, int protocol,
-			 int kern)
+static int kcm_sock_init(struct net *net, struct socket *sock, int kern)
 {
 	struct kcm_mux *mux;
-	struct sock *sk;
+	struct kcm_sock *kcm;
 
 	mux = kcm_mux_alloc(net);
 	if (!mux)
 		return -ENOMEM;
 
-	sk = sk_alloc(net, PF_KCM, GFP_KERNEL, &kcm_proto, kern);
-	if (!sk) {
+	kcm = kcm_sk_alloc(net, sock, kern);
+	if (!kcm) {
 		kcm_mux_free(mux);
 		return -ENOMEM;
 	}
 
-	sock->ops = &kcm_ops;
-	sock_init_data(sock, sk);
-	sk->sk_protocol = protocol;
-	kcm_sock_tx_init(kcm_sk(sk));
-	kcm_mux_add_sock(mux, kcm_sk(sk));
+	kcm_mux_add_sock(mux, kcm);
 	kcm_mux_publish(mux);
 	return 0;
 }
@@ -137,7 +161,7 @@ static int kcm_create(struct net *net, struct socket *sock, int protocol,
 	if (protocol != KCMPROTO_CONNECTED)
 		return -EPROTONOSUPPORT;
 
-	return kcm_sock_init(net, sock, protocol, kern);
+	return kcm_sock_init(net, sock, kern);
 }
 
 /* Context: process context, called once when the file is closed. */
@@ -207,6 +231,58 @@ static struct file *kcm_clone(struct socket *sock, int flags)
 	return sock_alloc_file(newsock, flags, NULL);
 }
 
+/**
+ * kcm_accept() - accept(2) and accept4(2): a new socket on the same mux
+ * @sock: a KCM socket the caller holds open
+ * @newsock: the socket the socket layer made for the result, with its file
+ *	(SOCK_CLOEXEC, SOCK_NONBLOCK applied) and LSM accept check done
+ * @flags: file flags; a KCM accept never waits, so they do not matter
+ * @kern: the caller is the kernel
+ *
+ * The 2015 design's way to clone: like SIOCKCMCLONE, but the new socket
+ * inherits the security label of @sock the way a TCP child inherits its
+ * listener's (security_sk_clone(), then security_sock_graft()), and the
+ * descriptor flags come from accept4().
+ *
+ * Context: process context, may sleep.
+ * Return: 0 or -ENOMEM.
+ */
+static int kcm_accept(struct socket *sock, struct socket *newsock, int flags,
+		      bool kern)
+{
+	struct sock *sk = sock->sk;
+	struct kcm_sock *kcm;
+
+	kcm = kcm_sk_alloc(sock_net(sk), newsock, kern);
+	if (!kcm)
+		return -ENOMEM;
+
+	/*
+	 * sock_init_data() grafted the socket already, without the LSM
+	 * hook; nothing else sees it yet.
+	 */
+	security_sk_clone(sk, &kcm->sk);
+	security_sock_graft(&kcm->sk, newsock);
+	kcm_mux_add_sock(kcm_sk(sk)->mux, kcm);
+	return 0;
+}
+
+/*
+ * KCM sockets have no address.  Only accept() (@peer == 2) asks with an
+ * address buffer it must fill: it gets the bare family.  getsockname() and
+ * getpeername() keep failing as upstream's do.
+ *
+ * Context: process context.
+ */
+static int kcm_getname(struct socket *sock, struct sockaddr *addr, int peer)
+{
+	if (peer != 2)
+		return -EOPNOTSUPP;
+
+	addr->sa_family = AF_KCM;
+	return sizeof(addr->sa_family);
+}
+
 /* Context: process context (ioctl). */
 static int kcm_ioctl_clone(struct socket *sock, struct kcm_clone __user *arg)
 {
@@ -247,6 +323,19 @@ static int kcm_ioctl_attach(struct socket *sock, void __user *arg)
 }
 
 /* Context: process context (ioctl). */
+static int kcm_ioctl_attach_ext(struct socket *sock, void __user *arg)
+{
+	struct kcm_attach_ext info;
+	int err;
+
+	err = kcm_attach_ext_copy(&info, arg);
+	if (err)
+		return err;
+
+	return kcm_attach_ext_ioctl(kcm_sk(sock->sk), &info);
+}
+
+/* Context: process context (ioctl). */
 static int kcm_ioctl_unattach(struct socket *sock, void __user *arg)
 {
 	struct kcm_unattach info;
@@ -267,13 +356,18 @@ static int kcm_ioctl(struct socket *sock, unsigned int cmd, unsigned long arg)
 		return kcm_ioctl_attach(sock, (void __user *)arg);
 	case SIOCKCMUNATTACH:
 		return kcm_ioctl_unattach(sock, (void __user *)arg);
+	case SIOCKCMATTACHEXT:
+		return kcm_ioctl_attach_ext(sock, (void __user *)arg);
 	default:
 		return -ENOIOCTLCMD;
 	}
 }
 
 #ifdef CONFIG_COMPAT
-/* Context: process context (32-bit ioctl); the arguments hold only ints. */
+/*
+ * Context: process context (32-bit ioctl).  The arguments hold only ints
+ * but for SIOCKCMATTACHEXT's, which kcm_attach_ext_copy() converts.
+ */
 static int kcm_compat_ioctl(struct socket *sock, unsigned int cmd,
 			    unsigned long arg)
 {
@@ -281,7 +375,10 @@ static int kcm_compat_ioctl(struct socket *sock, unsigned int cmd,
 }
 #endif
 
-/* Context: process context; takes lock_sock(). */
+/*
+ * Context: process context; takes lock_sock() for KCM_RECV_DISABLE.
+ * KCM_RECV_CONN_ID is only read by the socket's own readers.
+ */
 static int kcm_setsockopt(struct socket *sock, int level, int optname,
 			  sockptr_t optval, unsigned int optlen)
 {
@@ -291,7 +388,7 @@ static int kcm_setsockopt(struct socket *sock, int level, int optname,
 	if (level != SOL_KCM)
 		return -ENOPROTOOPT;
 
-	if (optname != KCM_RECV_DISABLE)
+	if (optname != KCM_RECV_DISABLE && optname != KCM_RECV_CONN_ID)
 		return -ENOPROTOOPT;
 
 	if (optlen < sizeof(int))
@@ -299,6 +396,11 @@ static int kcm_setsockopt(struct socket *sock, int level, int optname,
 
 	if (copy_from_sockptr(&val, optval, sizeof(int)))
 		return -EFAULT;
+
+	if (optname == KCM_RECV_CONN_ID) {
+		WRITE_ONCE(kcm->rx_conn_id, !!val);
+		return 0;
+	}
 
 	lock_sock(&kcm->sk);
 	kcm_rx_set_disabled(kcm, !!val);
@@ -316,7 +418,7 @@ static int kcm_getsockopt(struct socket *sock, int level, int optname,
 	if (level != SOL_KCM)
 		return -ENOPROTOOPT;
 
-	if (optname != KCM_RECV_DISABLE)
+	if (optname != KCM_RECV_DISABLE && optname != KCM_RECV_CONN_ID)
 		return -ENOPROTOOPT;
 
 	if (get_user(len, optlen))
@@ -326,7 +428,10 @@ static int kcm_getsockopt(struct socket *sock, int level, int optname,
 		return -EINVAL;
 
 	len = min_t(int, len, sizeof(int));
-	val = READ_ONCE(kcm->rx_disabled);
+	if (optname == KCM_RECV_DISABLE)
+		val = READ_ONCE(kcm->rx_disabled);
+	else
+		val = READ_ONCE(kcm->rx_conn_id);
 	if (put_user(len, optlen) || copy_to_user(optval, &val, len))
 		return -EFAULT;
 
@@ -371,8 +476,8 @@ static const struct proto_ops kcm_ops = {
 	.bind = sock_no_bind,
 	.connect = sock_no_connect,
 	.socketpair = sock_no_socketpair,
-	.accept = sock_no_accept,
-	.getname = sock_no_getname,
+	.accept = kcm_accept,
+	.getname = kcm_getname,
 	.poll = kcm_poll,
 	.ioctl = kcm_ioctl,
 #ifdef CONFIG_COMPAT

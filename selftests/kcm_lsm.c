@@ -3,7 +3,8 @@
  * Linux security modules see KCM clones: a BPF LSM program on the
  * socket_post_create hook counts AF_KCM sockets created by user space and,
  * when told to, refuses them.  Upstream creates clones without these hooks,
- * so there a clone is neither seen nor refused.
+ * so there a clone is neither seen nor refused.  A clone made by accept()
+ * (not in upstream) goes through the socket_accept hook instead.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -13,11 +14,37 @@
 #include "kcm_bpf.h"
 
 struct lsm_state {
-	__u64 created;	/* AF_KCM sockets seen by the hook */
+	__u64 created;	/* AF_KCM sockets (accepts) seen by the hook */
 	__u64 deny;		/* non-zero: refuse them with EPERM */
 };
 
 static int lsm_map;
+
+/* Loads @prog (its map at @prog[@map_at]) on the LSM hook @hook. */
+static int lsm_attach(const char *hook, struct bpf_insn *prog,
+		      unsigned int n, unsigned int map_at)
+{
+	static char log[65536];
+	int id, fd, link;
+
+	id = kcm_btf_func_id(hook);
+	if (id < 0)
+		SKIP("no BTF for %s (CONFIG_BPF_LSM?)", hook);
+	lsm_map = kcm_bpf_array_map(sizeof(struct lsm_state));
+	ASSERT_GE(lsm_map, 0);
+	prog[map_at].imm = lsm_map;
+	fd = kcm_bpf_load(BPF_PROG_TYPE_LSM, BPF_LSM_MAC, id, prog, n, log,
+			  sizeof(log));
+	if (fd < 0) {
+		printf("# verifier: %s\n", log);
+		ASSERT_GE(fd, 0);
+	}
+	link = kcm_bpf_attach_tracing(fd);
+	if (link < 0 && errno == EOPNOTSUPP)
+		SKIP("BPF LSM is not active (lsm= boot option)");
+	ASSERT_GE(link, 0);
+	return link;
+}
 
 /*
  * int socket_post_create(struct socket *sock, int family, int type,
@@ -25,7 +52,6 @@ static int lsm_map;
  */
 static int load_lsm_prog(void)
 {
-	static char log[65536];
 	struct bpf_insn prog[] = {
 		BPF_MOV64_REG(BPF_REG_6, BPF_REG_1),
 		BPF_LDX_MEM(BPF_DW, BPF_REG_2, BPF_REG_6, 8),	/* family */
@@ -47,25 +73,35 @@ static int load_lsm_prog(void)
 		BPF_MOV64_IMM(BPF_REG_0, 0),			/* allow: */
 		BPF_EXIT_INSN(),
 	};
-	int id, fd, link;
 
-	id = kcm_btf_func_id("bpf_lsm_socket_post_create");
-	if (id < 0)
-		SKIP("no BTF for bpf_lsm_socket_post_create (CONFIG_BPF_LSM?)");
-	lsm_map = kcm_bpf_array_map(sizeof(struct lsm_state));
-	ASSERT_GE(lsm_map, 0);
-	prog[6].imm = lsm_map;
-	fd = kcm_bpf_load(BPF_PROG_TYPE_LSM, BPF_LSM_MAC, id, prog,
-			  ARRAY_SIZE(prog), log, sizeof(log));
-	if (fd < 0) {
-		printf("# verifier: %s\n", log);
-		ASSERT_GE(fd, 0);
-	}
-	link = kcm_bpf_attach_tracing(fd);
-	if (link < 0 && errno == EOPNOTSUPP)
-		SKIP("BPF LSM is not active (lsm= boot option)");
-	ASSERT_GE(link, 0);
-	return link;
+	return lsm_attach("bpf_lsm_socket_post_create", prog,
+			  ARRAY_SIZE(prog), 6);
+}
+
+/*
+ * int socket_accept(struct socket *sock, struct socket *newsock): counts
+ * and maybe refuses every accept (the test makes no other).
+ */
+static int load_accept_prog(void)
+{
+	struct bpf_insn prog[] = {
+		BPF_ST_MEM(BPF_W, BPF_REG_10, -4, 0),
+		BPF_LD_MAP_FD(BPF_REG_1, lsm_map),
+		BPF_MOV64_REG(BPF_REG_2, BPF_REG_10),
+		BPF_ADD64_IMM(BPF_REG_2, -4),
+		BPF_CALL_HELPER(BPF_FUNC_map_lookup_elem),
+		BPF_JMP_IMM(BPF_JEQ, BPF_REG_0, 0, 6),
+		BPF_MOV64_IMM(BPF_REG_1, 1),
+		BPF_ATOMIC_ADD64(BPF_REG_0, BPF_REG_1, 0),	/* created++ */
+		BPF_LDX_MEM(BPF_DW, BPF_REG_1, BPF_REG_0, 8),	/* deny */
+		BPF_JMP_IMM(BPF_JEQ, BPF_REG_1, 0, 2),
+		BPF_MOV64_IMM(BPF_REG_0, -EPERM),
+		BPF_EXIT_INSN(),
+		BPF_MOV64_IMM(BPF_REG_0, 0),			/* allow: */
+		BPF_EXIT_INSN(),
+	};
+
+	return lsm_attach("bpf_lsm_socket_accept", prog, ARRAY_SIZE(prog), 1);
 }
 
 static struct lsm_state lsm_read(void)
@@ -123,6 +159,34 @@ TEST_DIFFERS(lsm_refuses_clones,
 
 	lsm_deny(0);
 	ASSERT_GE(kcm_clone_fd(fd), 0);
+	ASSERT_EQ(kcm_proc_read(&p), 0);
+	ASSERT_EQ(p.muxes, 1);
+	ASSERT_EQ(p.kcms[0], 2);
+}
+
+/* accept() (an extension) goes through the LSM accept hook. */
+TEST_DIFFERS(lsm_refuses_accept,
+	     "accept() on a KCM socket fails with EOPNOTSUPP")
+{
+	struct kcm_proc p;
+	int fd;
+
+	kcm_enter_netns();
+	load_accept_prog();
+	fd = kcm_socket(SOCK_DGRAM);
+	ASSERT_GE(fd, 0);
+
+	lsm_deny(1);
+	ASSERT_ERRNO(accept(fd, NULL, NULL), EPERM);
+	ASSERT_EQ(lsm_read().created, 1);
+	/* The refused accept left no descriptor and no socket. */
+	ASSERT_EQ(fcntl(fd + 1, F_GETFD), -1);
+	ASSERT_EQ(kcm_proc_read(&p), 0);
+	ASSERT_EQ(p.kcms[0], 1);
+
+	lsm_deny(0);
+	ASSERT_GE(accept4(fd, NULL, NULL, SOCK_CLOEXEC), 0);
+	ASSERT_EQ(lsm_read().created, 2);
 	ASSERT_EQ(kcm_proc_read(&p), 0);
 	ASSERT_EQ(p.muxes, 1);
 	ASSERT_EQ(p.kcms[0], 2);

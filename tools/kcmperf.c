@@ -15,7 +15,11 @@
  *       the same socket, the client times the round trip.
  *
  * Implementations (-i), with the same threads, sockets and bytes:
- *   kcm   whatever kcm.ko is loaded (ours or the distribution's)
+ *   kcm   whatever kcm.ko is loaded (ours or the distribution's), with
+ *         the parser of -P: the eBPF program of the documentation
+ *         (upstream's only kind), the same in classic BPF, or the
+ *         built-in length field parser (the last two are extensions of
+ *         our module, attached with SIOCKCMATTACHEXT)
  *   user  what an application does without KCM.  rx and rr: one I/O
  *         thread polls the connections (epoll), reads at least 64 KB at
  *         a time into reference-counted 1 MB chunks, splits them at the
@@ -101,6 +105,9 @@ enum mode { MODE_RX, MODE_TX, MODE_RR };
 static const char * const impl_names[] = { "kcm", "user", "raw" };
 static const char * const mode_names[] = { "rx", "tx", "rr" };
 
+enum parser { PARSER_EBPF, PARSER_CBPF, PARSER_LENFIELD };
+static const char * const parser_names[] = { "ebpf", "cbpf", "lenfield" };
+
 static struct {
 	enum impl impl;
 	enum mode mode;
@@ -116,6 +123,7 @@ static struct {
 	long tcp_rcvbuf;	/* -1: as the message size needs */
 	double stall;
 	bool verbose;
+	enum parser parser;
 } opt = {
 	.impl = IMPL_KCM,
 	.mode = MODE_RX,
@@ -531,10 +539,42 @@ static int load_parser(void)
 	return fd;
 }
 
+/* Attaches @tcp to the mux of @kcm with the parser of -P. */
+static void attach_tcp(int kcm, int tcp, int prog)
+{
+	static struct sock_filter cbpf[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 0),
+		BPF_STMT(BPF_ALU | BPF_ADD | BPF_K, 4),
+		BPF_STMT(BPF_RET | BPF_A, 0),
+	};
+	struct kcm_attach_ext ext = { .fd = tcp };
+	struct kcm_attach att = { .fd = tcp, .bpf_fd = prog };
+
+	switch (opt.parser) {
+	case PARSER_EBPF:
+		if (ioctl(kcm, SIOCKCMATTACH, &att))
+			die_errno("ioctl(SIOCKCMATTACH)");
+		return;
+	case PARSER_CBPF:
+		ext.bpf_type = KCM_BPF_TYPE_PROG;
+		ext.fprog.len = ARRAY_SIZE(cbpf);
+		ext.fprog.filter = cbpf;
+		break;
+	case PARSER_LENFIELD:
+		ext.bpf_type = KCM_PARSER_LENFIELD;
+		ext.lenfield.width = 4;
+		ext.lenfield.adjust = 4;
+		break;
+	}
+	if (ioctl(kcm, SIOCKCMATTACHEXT, &ext))
+		die_errno("ioctl(SIOCKCMATTACHEXT)");
+}
+
 /* A mux of opt.kcms KCM sockets (appended to kfd[]) with @tcp attached. */
 static int kcm_mux(const int *tcp, int n)
 {
-	int first = n_kfd, prog = load_parser(), i;
+	int first = n_kfd, i;
+	int prog = opt.parser == PARSER_EBPF ? load_parser() : -1;
 
 	for (i = 0; i < opt.kcms; i++) {
 		struct kcm_clone clone;
@@ -560,13 +600,10 @@ static int kcm_mux(const int *tcp, int n)
 		eff_rcvbuf = get_int(fd, SOL_SOCKET, SO_RCVBUF);
 		kfd[n_kfd++] = fd;
 	}
-	for (i = 0; i < n; i++) {
-		struct kcm_attach att = { .fd = tcp[i], .bpf_fd = prog };
-
-		if (ioctl(kfd[first], SIOCKCMATTACH, &att))
-			die_errno("ioctl(SIOCKCMATTACH)");
-	}
-	close(prog);
+	for (i = 0; i < n; i++)
+		attach_tcp(kfd[first], tcp[i], prog);
+	if (prog >= 0)
+		close(prog);
 	return first;
 }
 
@@ -1475,6 +1512,8 @@ static void print_common(double secs)
 	       opt.conns, opt.kcms, opt.rbatch, opt.sbatch);
 	printf(" rcvbuf=%d tcp_rcvbuf=%d secs=%.2f", eff_rcvbuf, eff_tcp_rcvbuf,
 	       secs);
+	if (opt.impl == IMPL_KCM)
+		printf(" parser=%s", parser_names[opt.parser]);
 }
 
 static int report_rr(bool watchdog)
@@ -1702,6 +1741,8 @@ static void help(int status)
 		"usage: kcmperf [options]\n"
 		"  -i, --impl kcm|user|raw  what frames the messages (kcm)\n"
 		"  -m, --mode rx|tx|rr      direction, or request/response (rx)\n"
+		"  -P ebpf|cbpf|lenfield    kcm: the parser (ebpf; the others\n"
+		"                           need our module's SIOCKCMATTACHEXT)\n"
 		"  -s SIZE   message size on the wire, header included, >= %d;\n"
 		"            K and M suffixes (64)\n"
 		"  -c N      TCP connections (rx, tx: 2; rr: 1)\n"
@@ -1756,7 +1797,7 @@ static void parse_args(int argc, char **argv)
 	};
 	int ch;
 
-	while ((ch = getopt_long(argc, argv, "i:m:s:c:k:t:w:n:R:S:B:T:W:vh",
+	while ((ch = getopt_long(argc, argv, "i:m:P:s:c:k:t:w:n:R:S:B:T:W:vh",
 				 longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'i':
@@ -1764,6 +1805,9 @@ static void parse_args(int argc, char **argv)
 			break;
 		case 'm':
 			opt.mode = parse_name(optarg, mode_names, 3);
+			break;
+		case 'P':
+			opt.parser = parse_name(optarg, parser_names, 3);
 			break;
 		case 's':
 			opt.size = parse_size(optarg);

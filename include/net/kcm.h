@@ -149,8 +149,10 @@ struct kcm_net {
  * @npsocks: number of entries on @psocks
  * @next_psock_index: index given to the next psock
  * @tx_idle: psocks that can be reserved (struct kcm_psock.tx_node)
- * @tx_waiters: KCM sockets waiting for a psock, first come first served
+ * @tx_waiters: KCM sockets waiting for any psock, first come first served
  *	(struct kcm_sock.tx_wait_node)
+ * @tx_wait_next: ticket of the next socket that starts waiting, so that
+ *	waiters for any psock and for one psock are served in order
  * @stats: totals of the KCM sockets that have left the mux
  * @mstats: events of the mux
  * @psock_stats: totals of the psocks that have been unattached
@@ -172,6 +174,7 @@ struct kcm_mux {
 	unsigned int next_psock_index;
 	struct list_head tx_idle;
 	struct list_head tx_waiters;
+	u64 tx_wait_next;
 	struct kcm_msg_stats stats;
 	struct kcm_mux_stats mstats;
 	struct kcm_psock_stats psock_stats;
@@ -181,13 +184,37 @@ struct kcm_mux {
 };
 
 /**
+ * struct kcm_parser - how a psock finds message lengths (kcm_parser.c)
+ * @kind: 0 or KCM_BPF_TYPE_FD: an eBPF program; KCM_BPF_TYPE_PROG: a
+ *	converted classic program; KCM_PARSER_LENFIELD: the fields below
+ * @width: length field size in bytes
+ * @le: the field is little endian
+ * @offset: where the field starts in the message
+ * @adjust: added to the field's value to give the message length
+ * @max_len: longest message, 0 for no limit of the parser's own
+ *
+ * Fixed from attach to unattach.
+ */
+struct kcm_parser {
+	u8 kind;
+	u8 width;
+	bool le;
+	u32 offset;
+	s32 adjust;
+	u32 max_len;
+};
+
+/**
  * struct kcm_psock - a TCP socket attached to a mux
  * @mux: the mux
  * @sk: the TCP socket
  * @file: reference that keeps @sk open while attached
- * @prog: the BPF program that returns message lengths
+ * @prog: the BPF program that returns message lengths, NULL for the
+ *	built-in parser
+ * @parser: the kind of parser and the built-in one's parameters
  * @mux_node: entry on @mux->psocks, protected by @mux->lock
- * @index: number of the psock within its mux, shown in /proc
+ * @index: number of the psock within its mux, shown in /proc; the id of
+ *	KCM_CONN_ID, never reused within the mux
  * @saved_data_ready: the TCP socket's callbacks, restored on unattach
  * @saved_write_space: see @saved_data_ready
  * @saved_state_change: see @saved_data_ready
@@ -215,6 +242,9 @@ struct kcm_mux {
  * @rx_timer_work: assembly timeout
  * @tx_kcm: the KCM socket the psock is reserved to; under @mux->lock
  * @tx_node: entry on @mux->tx_idle; under @mux->lock
+ * @tx_direct: KCM sockets waiting for this psock in particular, to send a
+ *	message addressed to it (struct kcm_sock.tx_wait_node); under
+ *	@mux->lock
  * @tx_stopped: no more transmitting: send error or unattach; written
  *	under @mux->lock
  * @tx_orphan: the rest of a message whose KCM socket closed while it was
@@ -228,6 +258,7 @@ struct kcm_psock {
 	struct sock *sk;
 	struct file *file;
 	struct bpf_prog *prog;
+	struct kcm_parser parser;
 	struct list_head mux_node;
 	unsigned int index;
 
@@ -257,6 +288,7 @@ struct kcm_psock {
 
 	struct kcm_sock *tx_kcm;
 	struct list_head tx_node;
+	struct list_head tx_direct;
 	bool tx_stopped;
 	struct sk_buff *tx_orphan;
 	unsigned int tx_orphan_off;
@@ -288,16 +320,34 @@ static inline struct kcm_psock *kcm_psock_of(struct sock *csk)
  * struct kcm_rx_msg - what KCM keeps in skb->cb of a received message
  * @psock: the psock it came from while it is on @mux->rx_hold, or NULL
  * @offset: bytes already read by a SEQPACKET reader
+ * @conn_id: index of the psock it came from (KCM_CONN_ID)
  */
 struct kcm_rx_msg {
 	struct kcm_psock *psock;
 	unsigned int offset;
+	u32 conn_id;
 };
 
 static inline struct kcm_rx_msg *kcm_rx_msg(struct sk_buff *skb)
 {
 	BUILD_BUG_ON(sizeof(struct kcm_rx_msg) > sizeof(skb->cb));
 	return (struct kcm_rx_msg *)skb->cb;
+}
+
+/**
+ * struct kcm_tx_msg - what KCM keeps in skb->cb of a message to send
+ * @conn_id: the psock index it must go out on, when @directed
+ * @directed: sent with a KCM_CONN_ID control message
+ */
+struct kcm_tx_msg {
+	u32 conn_id;
+	bool directed;
+};
+
+static inline struct kcm_tx_msg *kcm_tx_msg(struct sk_buff *skb)
+{
+	BUILD_BUG_ON(sizeof(struct kcm_tx_msg) > sizeof(skb->cb));
+	return (struct kcm_tx_msg *)skb->cb;
 }
 
 /**
@@ -310,11 +360,16 @@ static inline struct kcm_rx_msg *kcm_rx_msg(struct sk_buff *skb)
  * @rx_disabled: KCM_RECV_DISABLE; written under lock_sock() and @mux->lock
  * @rx_node: entry on @mux->rx_ready while @rx_ready, under @mux->lock
  * @rx_ready: the socket is in the receive rotation; under @mux->lock
+ * @rx_conn_id: KCM_RECV_CONN_ID; READ_ONCE/WRITE_ONCE
  * @tx_psock: the psock reserved to this socket; under @mux->lock, and
  *	only this socket (under lock_sock()) or unattach (holding
  *	lock_sock() of this socket) take it away
- * @tx_wait_node: entry on @mux->tx_waiters while @tx_waiting
+ * @tx_wait_node: entry on @mux->tx_waiters, or on @tx_want->tx_direct,
+ *	while @tx_waiting
  * @tx_waiting: waiting for a psock; under @mux->lock
+ * @tx_want: the psock waited for when the message is addressed to one;
+ *	under @mux->lock
+ * @tx_wait_seq: ticket taken from @mux->tx_wait_next; under @mux->lock
  * @tx_idle_hold: keeps @tx_psock with nothing to send (no one waited);
  *	written under lock_sock() or @mux->lock, read by waiters
  * @tx_closing: the socket is being released; under lock_sock()
@@ -336,9 +391,12 @@ struct kcm_sock {
 	bool rx_disabled;
 	struct list_head rx_node;
 	bool rx_ready;
+	bool rx_conn_id;
 	struct kcm_psock *tx_psock;
 	struct list_head tx_wait_node;
 	bool tx_waiting;
+	struct kcm_psock *tx_want;
+	u64 tx_wait_seq;
 	bool tx_idle_hold;
 	bool tx_closing;
 	struct sk_buff *tx_partial;
@@ -372,6 +430,8 @@ void kcm_net_unregister(void);
 
 /* kcm_psock.c: attaching TCP sockets */
 int kcm_attach_ioctl(struct kcm_sock *kcm, const struct kcm_attach *info);
+int kcm_attach_ext_ioctl(struct kcm_sock *kcm,
+			 const struct kcm_attach_ext *info);
 int kcm_unattach_ioctl(struct kcm_sock *kcm, const struct kcm_unattach *info);
 void kcm_mux_unattach_all(struct kcm_mux *mux);
 
@@ -389,6 +449,21 @@ void kcm_rx_set_disabled(struct kcm_sock *kcm, bool disable);
 int kcm_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 		int flags);
 void kcm_mux_rx_purge(struct kcm_mux *mux);
+
+/* kcm_parser.c: message parsers (the extended ones not in upstream) */
+int kcm_parse(struct kcm_psock *psock, struct sk_buff *skb);
+int kcm_parser_get(const struct kcm_attach_ext *info,
+		   struct kcm_parser *parser, struct bpf_prog **prog);
+void kcm_parser_put(const struct kcm_parser *parser, struct bpf_prog *prog);
+int kcm_attach_ext_copy(struct kcm_attach_ext *info, const void __user *arg);
+
+/* kcm_conn.c: per-connection addressing (not in upstream) */
+struct kcm_psock *__kcm_mux_psock_by_id(struct kcm_mux *mux, u32 id);
+void kcm_conn_rx_cmsg(struct kcm_sock *kcm, struct msghdr *msg,
+		      struct sk_buff *skb);
+int kcm_conn_tx_cmsg(struct kcm_sock *kcm, struct msghdr *msg,
+		     struct kcm_tx_msg *to);
+void kcm_conn_tx_set(struct kcm_sock *kcm, const struct kcm_tx_msg *to);
 
 /* Counters are written by one context at a time and read by /proc. */
 static inline void kcm_stat_add(u64 *ctr, u64 n)

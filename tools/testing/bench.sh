@@ -10,7 +10,8 @@
 # stalled, shows as FAIL in its cell, never as a number.
 #
 #   bench.sh --module KO [--kver VER] [--distro-module KO] [--secs S]
-#            [--rounds N] [--only 'CFG ...'] [--out DIR] [--timeout S]
+#            [--rounds N] [--only 'CFG ...'] [--parsers 'P ...'] [--out DIR]
+#            [--timeout S]
 #
 # Configurations (CFG): rx-64 rx-512 rx-16K rx-256K (receive throughput,
 # 2 TCP connections x 2 KCM sockets) and rr-64 (request/response latency,
@@ -19,6 +20,11 @@
 # raises net.core.rmem_max to allow it); rxm-64 (rx-64 with the KCM
 # readers using recvmmsg(), 16 messages a call); tx-512 (2 KCM sockets
 # send() over 2 connections; default buffers only).  Also known: tx-64.
+#
+# --parsers (default 'cbpf lenfield'; '' for none): in the rx and rr
+# configurations ours also runs with these parsers of our extensions
+# (classic BPF, the built-in length field parser) beside the eBPF one;
+# a second table compares them.
 #
 # Exit status: 0 when every run of ours and of the baselines passed (the
 # distribution module failing is the upstream framing bug, reported but
@@ -33,13 +39,15 @@ distro=
 secs=2
 rounds=2
 only=
+parsers="cbpf lenfield"
 out=$build/bench
 timeout_s=1200
 
 usage() {
 	cat >&2 <<'EOF'
 usage: bench.sh --module KO [--kver VER] [--distro-module KO] [--secs S (2)]
-                [--rounds N (2)] [--only 'CFG ...'] [--out DIR] [--timeout S]
+                [--rounds N (2)] [--only 'CFG ...'] [--parsers 'P ...']
+                [--out DIR] [--timeout S]
 EOF
 	exit 2
 }
@@ -52,6 +60,7 @@ while [ $# -gt 0 ]; do
 	--secs) secs=$2; shift 2 ;;
 	--rounds) rounds=$2; shift 2 ;;
 	--only) only=$2; shift 2 ;;
+	--parsers) parsers=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
 	--timeout) timeout_s=$2; shift 2 ;;
 	*) usage ;;
@@ -103,6 +112,12 @@ for c in $cfgs; do
 	*) die "unknown configuration '$c' (known: $all_cfgs)" ;;
 	esac
 done
+for p in $parsers; do
+	case $p in
+	cbpf | lenfield) ;;
+	*) die "unknown parser '$p' (known: cbpf lenfield)" ;;
+	esac
+done
 
 payload=$out/payload
 rm -rf "$payload"
@@ -118,6 +133,7 @@ cat >"$payload/bench-guest.sh" <<GUEST
 secs=$secs
 rounds=$rounds
 cfgs="$cfgs"
+parsers="$parsers"
 GUEST
 cat >>"$payload/bench-guest.sh" <<'GUEST'
 stall=3
@@ -156,14 +172,22 @@ run() {
 	cfg=$1 tune=$2 who=$3
 	shift 3
 	impl=$who
+	mod=$who
 	case $who in
-	ours | distro)
+	ours-*)
+		# ours with another parser: who=ours-<parser>
+		mod=ours
+		set -- -P "${who#ours-}" "$@"
+		;;
+	esac
+	case $who in
+	ours | ours-* | distro)
 		impl=kcm
 		# rxm-*: KCM readers use recvmmsg(); the baselines batch anyway
 		case $cfg in
 		rxm-*) set -- "$@" -R 16 ;;
 		esac
-		if ! use "$who"; then
+		if ! use "$mod"; then
 			echo "R cfg=$cfg tune=$tune who=$who rc=nomod"
 			return
 		fi
@@ -198,6 +222,13 @@ for cfg in $cfgs; do
 			else
 				set -- distro raw ours
 			fi
+			case $cfg in
+			rx-* | rr-*)
+				for p in $parsers; do
+					set -- "$@" "ours-$p"
+				done
+				;;
+			esac
 			for who; do
 				# shellcheck disable=SC2086 # word lists
 				run "$cfg" "$tune" "$who" $args $tuning
@@ -220,7 +251,7 @@ grep -a '^R ' "$out/vm/output.log" | tr -d '\r' >"$out/results.txt" || true
 [ -s "$out/results.txt" ] || die "no results (VM exit $vm_rc); see $out/vm"
 
 # The table: medians per configuration, tuning and implementation.
-awk -v secs="$secs" '
+awk -v secs="$secs" -v parsers="$parsers" '
 # rates with k and M, latencies in plain microseconds
 function fmt(v, lat) {
 	if (lat) return sprintf(v < 100 ? "%.1f" : "%.0f", v)
@@ -342,13 +373,37 @@ END {
 	print "damaged or stalled messages; such a cell has no number.  EXXX:"
 	print "the error posted on a connection (err#: not an errno); every"
 	print "run in full (CPU use, MB/s, counts) is in results.txt."
+	np = split(parsers, pl, " ")
+	if (!np) exit
+	print ""
+	print "Parsers of ours (extensions: classic BPF, built-in length field):"
+	fmt_p = "%-8s %-7s %-8s %-23s %-23s %-23s %8s %8s\n"
+	printf fmt_p, "config", "tuning", "metric", "ebpf", "cbpf", "lenfield",
+	       "cbpf/e", "lenf/e"
+	for (i = 1; i <= nrows; i++) {
+		split(rows[i], rc, SUBSEP)
+		if (rc[1] !~ /^(rx|rr)/) continue
+		n_metrics = (rc[1] ~ /^rr/) ? 4 : 1
+		for (m = 1; m <= n_metrics; m++) {
+			r = rows[i] SUBSEP m
+			name = n_metrics == 1 ? names[1] : rrn[m]
+			lat = m > 1
+			e = cellv(r, "ours")
+			printf fmt_p, rc[1], rc[2], name, celltext(r, "ours", lat),
+			       celltext(r, "ours-cbpf", lat),
+			       celltext(r, "ours-lenfield", lat),
+			       ratio(cellv(r, "ours-cbpf"), e),
+			       ratio(cellv(r, "ours-lenfield"), e)
+		}
+	}
 }' "$out/results.txt" | tee "$out/table.txt"
 
 status=0
 if [ "$vm_rc" = 2 ] || [ "$vm_rc" = 3 ]; then
 	echo "bench: the VM failed (exit $vm_rc): see $out/vm" >&2
 	status=2
-elif grep -E 'who=(ours|user|raw) ' "$out/results.txt" | grep -qv 'result=ok'; then
+elif grep -E 'who=(ours|ours-[a-z]+|user|raw) ' "$out/results.txt" |
+	grep -qv 'result=ok'; then
 	echo "bench: runs of ours or of a baseline failed: see $out/results.txt" >&2
 	status=1
 fi

@@ -10,6 +10,8 @@
 #ifndef _UAPI_LINUX_KCM_H
 #define _UAPI_LINUX_KCM_H
 
+#include <linux/types.h>
+#include <linux/filter.h>
 #include <linux/sockios.h>
 
 /**
@@ -47,5 +49,79 @@ struct kcm_clone {
 
 /* Socket options (level SOL_KCM) */
 #define KCM_RECV_DISABLE	1
+
+/*
+ * Extensions: not in upstream Linux.  A kernel without them fails
+ * SIOCKCMATTACHEXT with ENOTTY (upstream answers unknown ioctls so).
+ */
+
+/* struct kcm_attach_ext.bpf_type */
+#define KCM_BPF_TYPE_FD		1	/* bpf_fd: an eBPF socket filter */
+#define KCM_BPF_TYPE_PROG	2	/* fprog: classic BPF, inline */
+#define KCM_PARSER_LENFIELD	3	/* lenfield: built in, no BPF */
+
+/* struct kcm_lenfield.byte_order */
+#define KCM_LENFIELD_BE		0	/* network byte order */
+#define KCM_LENFIELD_LE		1
+
+/**
+ * struct kcm_lenfield - a length field parser
+ * @offset: where the field starts, in bytes from the start of the message
+ * @width: its size in bytes: 1, 2, 4 or 8 (unsigned)
+ * @byte_order: KCM_LENFIELD_BE or KCM_LENFIELD_LE
+ * @adjust: added to the field's value to give the whole message length
+ *	(e.g. the header size when the field counts the payload only)
+ * @max_len: longest message accepted, 0 for no limit of its own (the TCP
+ *	socket's receive buffer always limits); longer is EMSGSIZE
+ * @reserved: must be 0
+ */
+struct kcm_lenfield {
+	__u32 offset;
+	__u32 width;
+	__u32 byte_order;
+	__s32 adjust;
+	__u32 max_len;
+	__u32 reserved;
+};
+
+/**
+ * struct kcm_attach_ext - argument of SIOCKCMATTACHEXT
+ * @fd: a connected TCP socket to attach to the multiplexor
+ * @bpf_type: what the union holds: KCM_BPF_TYPE_FD, KCM_BPF_TYPE_PROG or
+ *	KCM_PARSER_LENFIELD
+ * @bpf_fd: as in struct kcm_attach
+ * @fprog: a classic BPF program, as for SO_ATTACH_FILTER; it returns the
+ *	message length, 0 for "need more" (a load past the bytes received
+ *	so far returns 0), values from 2^31 on are errors like an eBPF
+ *	parser's negative ones
+ * @lenfield: the built-in parser's parameters
+ */
+struct kcm_attach_ext {
+	int fd;
+	int bpf_type;
+	union {
+		int bpf_fd;
+		struct sock_fprog fprog;
+		struct kcm_lenfield lenfield;
+	};
+};
+
+#define SIOCKCMATTACHEXT	(SIOCPROTOPRIVATE + 3)
+
+/*
+ * Per-connection addressing.  Every attached TCP socket has an id, unique
+ * within its mux for the mux's life: the <index> of its psock-<index> line
+ * in /proc/net/kcm.
+ */
+
+/* Socket option (level SOL_KCM, int 0/1): tell the connection of every
+ * received message in a KCM_CONN_ID control message.
+ */
+#define KCM_RECV_CONN_ID	2
+
+/* Control message (level SOL_KCM, a __u32 connection id): on receive,
+ * where the message came from; on send, the connection it must go out on.
+ */
+#define KCM_CONN_ID		2
 
 #endif /* _UAPI_LINUX_KCM_H */
