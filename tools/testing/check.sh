@@ -1,8 +1,9 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# make check: the lint gate (for our module), then one VM boot runs the
-# whole selftest suite against a module, then the TAP is counted.  Ends with "N passed, N failed, N skipped".
+# make check: the lint gate (for our module), the host-side UAPI header
+# check, then one VM boot runs the whole selftest suite against a module,
+# then the TAP is counted.  Ends with "N passed, N failed, N skipped".
 #
 #   check.sh --module KO [--module-kind ours|distro|path] [--kver VER]
 #            [--timeout SECS] [--kernel IMG] [--run CMD] [--stage PATH]...
@@ -75,6 +76,12 @@ log=$build/check.log
 if [ "$kind" = ours ] && [ -z "${KCM_SKIP_LINT:-}" ] && [ -z "$vm_only" ]; then
 	echo "# lint"
 	"$top/tools/lint.sh" | tee -a "$log"
+fi
+
+# UAPI hygiene of our header (host side).
+if [ -z "$vm_only" ]; then
+	echo "# uapi: include/uapi/linux/kcm.h"
+	"$top/tools/testing/uapi-check.sh" | tee -a "$log"
 fi
 
 # The VM rig's own kernel-log patterns, on sample lines (host side).
