@@ -14,6 +14,8 @@ PKGS=(
 	sparse shellcheck linux-source-6.1 perl python3
 	# the debug kernel (make check-debug): pahole (dwarves) makes its BTF
 	flex bison libelf-dev libssl-dev dwarves util-linux
+	# make install and its test in make check; the man page lint
+	dkms man-db groff-base
 )
 
 missing() {

@@ -3,7 +3,8 @@
 #
 # make check: the lint gate (for our module), the host-side UAPI header
 # check, then one VM boot runs the whole selftest suite against a module,
-# then the TAP is counted.  Ends with "N passed, N failed, N skipped".
+# then (our module only) make install, DKMS and a second boot that shows
+# socket(AF_KCM) autoloading the installed module; then the TAP is counted.  Ends with "N passed, N failed, N skipped".
 #
 #   check.sh --module KO [--module-kind ours|distro|path] [--kver VER]
 #            [--timeout SECS] [--kernel IMG] [--run CMD] [--stage PATH]...
@@ -99,6 +100,15 @@ vm_args=(--module "$module" --payload "$payload" --timeout "$timeout"
 echo "# kcm check: module $kind ($module)${kver:+, kernel $kver}${kernel:+ ($kernel)}"
 "$top/tools/testing/vm/vm.sh" "${vm_args[@]}" | tee -a "$log"
 rc=${PIPESTATUS[0]}
+
+# make install and DKMS, then one more boot: socket(AF_KCM) autoloads the
+# DKMS-installed module (our module only; needs root and dkms).
+if [ "$kind" = ours ] && [ -z "$vm_only" ] && [ -z "${KCM_SKIP_DKMS:-}" ]; then
+	echo "# install: make install, DKMS, autoload in the VM"
+	"$top/tools/testing/dkms-check.sh" --kver "${kver:-$(uname -r)}" --out "$build" \
+		--timeout 300 | tee -a "$log"
+	[ "${PIPESTATUS[0]}" = 0 ] || rc=1
+fi
 
 # Count TAP results: "ok", "ok # SKIP", "not ok # TODO", "not ok".
 read -r pass fail skip todo < <(awk '
