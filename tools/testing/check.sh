@@ -64,6 +64,7 @@ rm -rf "$payload"
 mkdir -p "$payload"
 if ! make -s -C "$top/selftests" install INSTALL_PATH="$payload/selftests" >/dev/null ||
    ! cp "$top/tools/kcm_demo" "$top/tools/kcmstat" "$payload/" ||
+   ! make -s -C "$top/tools/examples" install INSTALL_PATH="$payload/examples" >/dev/null ||
    { [ "${#stage[@]}" != 0 ] && ! cp -a "${stage[@]}" "$payload/"; }; then
 	echo "check: could not stage the selftests" >&2
 	summary 0 1 0
