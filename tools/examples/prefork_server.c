@@ -20,6 +20,7 @@
  * Exit status 0 when every check held.
  */
 #include <poll.h>
+#include <signal.h>
 #include <sys/wait.h>
 
 #include "kcm_example.h"
@@ -60,8 +61,8 @@ static int client_replies(const int *fds, int n)
 	for (i = 0; i < conns; i++)
 		pfd[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
 	while (got < n) {
-		if (poll(pfd, conns, 10000) <= 0) {
-			fprintf(stderr, "client: %d of %d replies after 10 s\n", got, n);
+		if (poll(pfd, conns, 5000) <= 0) {
+			fprintf(stderr, "client: %d of %d replies, none for 5 s\n", got, n);
 			return -1;
 		}
 		for (i = 0; i < conns; i++) {
@@ -99,6 +100,8 @@ static void run_client(const struct sockaddr_in *sin)
 			ex_die("client: write");
 	}
 	rc = client_replies(fds, requests);
+	if (rc)
+		exit(1);
 	if (kcmstat) {
 		fflush(stdout);
 		if (system(kcmstat) != 0)
@@ -111,7 +114,7 @@ static void run_client(const struct sockaddr_in *sin)
 	for (i = 0; i < conns; i++)
 		while (read(fds[i], buf, sizeof(buf)) > 0)
 			;
-	exit(rc ? 1 : 0);
+	exit(0);
 }
 
 /* A worker: whole requests in, one reply each, until told to stop. */
@@ -206,7 +209,7 @@ int main(int argc, char **argv)
 {
 	int kcm[MAX_WORKERS], pipefd[2], lfd, prog, i, j, status, rc;
 	struct sockaddr_in sin;
-	pid_t client;
+	pid_t client, pids[MAX_WORKERS];
 
 	parse_args(argc, argv);
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -245,7 +248,8 @@ int main(int argc, char **argv)
 	if (pipe(pipefd))
 		ex_die("pipe");
 	for (i = 0; i < workers; i++) {
-		if (fork() == 0) {
+		pids[i] = fork();
+		if (pids[i] == 0) {
 			for (j = 0; j < workers; j++)
 				if (j != i)
 					close(kcm[j]);
@@ -258,14 +262,22 @@ int main(int argc, char **argv)
 		close(kcm[i]);
 	close(pipefd[1]);
 
-	rc = collect(pipefd[0]);
+	/*
+	 * The client ends when every worker has stopped and the mux has
+	 * closed the connections; the workers' reports are in the pipe by
+	 * then.  If it failed, workers may still wait for requests.
+	 */
 	if (waitpid(client, &status, 0) != client || !WIFEXITED(status) ||
 	    WEXITSTATUS(status)) {
 		printf("server: the client failed\n");
+		for (i = 0; i < workers; i++)
+			kill(pids[i], SIGTERM);
 		rc = -1;
+	} else {
+		rc = collect(pipefd[0]);
 	}
 	for (i = 0; i < workers; i++)
-		wait(NULL);
+		waitpid(pids[i], NULL, 0);
 	printf("prefork_server: %s\n", rc ? "FAIL" : "PASS");
 	return rc ? 1 : 0;
 }
