@@ -115,8 +115,13 @@ static int snap_read(struct snap *s)
 	}
 	clock_gettime(CLOCK_MONOTONIC, &s->when);
 	while (getline(&line, &cap, f) > 0) {
-		if (line[0] == '#' || s->n == MAX_OBJS)
+		if (line[0] == '#')
 			continue;
+		if (s->n == MAX_OBJS) {
+			fprintf(stderr, "kcmstat: over %d objects, the rest not shown\n",
+				MAX_OBJS);
+			break;
+		}
 		obj_parse(&s->obj[s->n++], line);
 		line = NULL;
 		cap = 0;
