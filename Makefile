@@ -15,6 +15,9 @@
 #                   from linux-source-6.1 with our net/kcm (cached build)
 #   make debug-kernel  only build (or reuse) that kernel and its kcm.ko
 #   make lint       checkpatch --strict, W=1, sparse, kernel-doc, shellcheck
+#   make install    kcm.ko into /lib/modules/KVER/updates/ (INSTALL_MOD_PATH
+#                   prefixes it) then depmod; kcmstat and the kcm(7) man
+#                   page under $(DESTDIR)$(PREFIX).  make uninstall undoes it.
 #   make deps       apt-get install what all of the above needs
 
 # The newest installed kernel headers, never blindly $(uname -r): the VM
@@ -37,7 +40,7 @@ BENCH_ARGS ?=
 PROFILE_ARGS ?=
 
 .PHONY: all modules clean check run lint deps deps-check selftests tools \
-	debug-kernel check-debug bench profile
+	debug-kernel check-debug bench profile install uninstall
 
 all: modules
 
@@ -54,6 +57,25 @@ clean:
 
 deps:
 	tools/deps.sh install
+
+# updates/ is searched by depmod before kernel/: modprobe and the net-pf-41
+# autoload then pick this module over the kernel's own.
+INSTALL_MOD_PATH ?=
+MOD_DIR := $(INSTALL_MOD_PATH)/lib/modules/$(KVER)/updates
+DEPMOD := PATH=$$PATH:/sbin:/usr/sbin depmod $(if $(INSTALL_MOD_PATH),-b $(INSTALL_MOD_PATH))
+PREFIX ?= /usr/local
+DESTDIR ?=
+
+install: modules tools
+	install -D -m 0644 kcm.ko $(MOD_DIR)/kcm.ko
+	$(DEPMOD) -a $(KVER)
+	install -D -m 0755 tools/kcmstat $(DESTDIR)$(PREFIX)/bin/kcmstat
+	install -D -m 0644 man/kcm.7 $(DESTDIR)$(PREFIX)/share/man/man7/kcm.7
+
+uninstall:
+	rm -f $(MOD_DIR)/kcm.ko $(DESTDIR)$(PREFIX)/bin/kcmstat \
+		$(DESTDIR)$(PREFIX)/share/man/man7/kcm.7
+	$(DEPMOD) -a $(KVER)
 
 deps-check:
 	@tools/deps.sh ensure

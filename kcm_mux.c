@@ -67,6 +67,7 @@ void kcm_mux_publish(struct kcm_mux *mux)
 	struct kcm_net *knet = mux->knet;
 
 	mutex_lock(&knet->lock);
+	mux->id = ++knet->next_mux_id;
 	list_add_tail(&mux->net_node, &knet->muxes);
 	knet->count++;
 	mutex_unlock(&knet->lock);

@@ -537,3 +537,9 @@ module_exit(kcm_exit);
 MODULE_LICENSE("GPL");
 MODULE_DESCRIPTION("Kernel Connection Multiplexor sockets (AF_KCM)");
 MODULE_ALIAS_NETPROTO(PF_KCM);
+/*
+ * The release, as in dkms.conf: DKMS installs a module over the kernel's
+ * own only when it carries a version (the kernel's kcm.ko has none), and
+ * /sys/module/kcm/version tells which of the two is loaded.
+ */
+MODULE_VERSION("1.0");

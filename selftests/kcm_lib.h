@@ -5,6 +5,7 @@
 
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -180,6 +181,66 @@ static inline int kcm_stats_read(struct kcm_stats *st)
 	    kcm_stats_values(line[3], st->psock, 15))
 		return -1;
 	return 0;
+}
+
+/*
+ * /proc/net/kcm_ext: copies to @line the first line of @kind ("mux", "kcm"
+ * or "psock") whose @key is @val (any line of @kind when @key is NULL).
+ * Returns 0, or -1 when there is no such line.
+ */
+static inline int kcm_ext_find(const char *kind, const char *key,
+			       const char *val, char *line, size_t size)
+{
+	size_t klen = strlen(kind);
+	char want[128];
+	FILE *f = fopen("/proc/net/kcm_ext", "r");
+	int ret = -1;
+
+	if (!f)
+		return -1;
+	snprintf(want, sizeof(want), " %s=%s ", key ? key : "", val ? val : "");
+	while (fgets(line, size, f)) {
+		if (strncmp(line, kind, klen) || line[klen] != ' ')
+			continue;
+		line[strcspn(line, "\n")] = ' ';
+		if (!key || strstr(line, want)) {
+			ret = 0;
+			break;
+		}
+	}
+	fclose(f);
+	return ret;
+}
+
+/* The value of @key in a kcm_ext line, copied to @val; -1 if absent. */
+static inline int kcm_ext_str(const char *line, const char *key, char *val,
+			      size_t size)
+{
+	char want[64];
+	const char *p;
+	size_t n;
+
+	snprintf(want, sizeof(want), " %s=", key);
+	p = strstr(line, want);
+	if (!p)
+		return -1;
+	p += strlen(want);
+	n = strcspn(p, "\n ");
+	if (n >= size)
+		return -1;
+	memcpy(val, p, n);
+	val[n] = 0;
+	return 0;
+}
+
+/* The numeric value of @key in a kcm_ext line, or -1. */
+static inline long long kcm_ext_num(const char *line, const char *key)
+{
+	char val[32];
+
+	if (kcm_ext_str(line, key, val, sizeof(val)))
+		return -1;
+	return strtoll(val, NULL, 10);
 }
 
 /* Runs the rest of the test in a network namespace of its own. */

@@ -4,6 +4,9 @@
  * shared constant, structure size and member offset must agree.  The
  * checks are static assertions, so a mismatch fails the build; the
  * program reports the result in TAP so that it is counted.
+ * tools/testing/uapi-check.sh (host side, in make check) also compiles
+ * this file as C++, compiles the header alone as C89..C11 and C++98..20,
+ * and compares every item the system header defines, found by name.
  */
 #include <assert.h>
 #include <stddef.h>

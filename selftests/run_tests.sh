@@ -7,7 +7,7 @@
 # module, so it runs last.
 
 cd "$(dirname "$0")" || exit 1
-tests="${KCM_TESTS:-kcm_uapi_compat kcm_basic kcm_ext kcm_lsm kcm_recv kcm_send kcm_stats kcm_races kcm_fuzz kcm_stress kcm_faults kcm_netem kcm_module.sh}"
+tests="${KCM_TESTS:-kcm_uapi_compat kcm_basic kcm_ext kcm_lsm kcm_recv kcm_send kcm_stats kcm_extview kcm_races kcm_fuzz kcm_stress kcm_faults kcm_netem kcm_examples.sh kcm_module.sh}"
 status=0
 for t in $tests; do
 	echo "# selftests: kcm: $t"

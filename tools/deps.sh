@@ -14,6 +14,10 @@ PKGS=(
 	sparse shellcheck linux-source-6.1 perl python3
 	# the debug kernel (make check-debug): pahole (dwarves) makes its BTF
 	flex bison libelf-dev libssl-dev dwarves util-linux
+	# make install and its test in make check; the man page lint
+	dkms man-db groff-base
+	# tools/examples: a BPF parser in C (clang) loaded with libbpf, static
+	clang libbpf-dev libelf-dev zlib1g-dev
 )
 
 missing() {

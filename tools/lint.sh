@@ -3,8 +3,9 @@
 #
 # The checks a netdev maintainer runs on a patch, over the whole tree:
 # checkpatch.pl --strict (from the distro's linux-source), a W=1 build with
-# sparse (C=2), kernel-doc -none and shellcheck.  Prints one line per check
-# and fails if any of them says anything.
+# sparse (C=2), kernel-doc -none, groff/man warnings on the man page, and
+# the shell scripts through shellcheck.  Prints one line per check and
+# fails if any of them says anything.
 #
 #   lint.sh [--kdir DIR]
 set -uo pipefail
@@ -94,7 +95,21 @@ report "W=1 $sparse_flag build" 0
 "$kdir/scripts/kernel-doc" -none "${kernel_c[@]}" >"$out" 2>&1
 report "kernel-doc -none" $?
 
-# 4. shellcheck
+# 4. the man page: groff's own warnings and man's (line breaks, fonts)
+mapfile -t manpages < <(git ls-files 'man/*.[1-8]')
+if command -v groff >/dev/null && command -v man >/dev/null; then
+	for page in "${manpages[@]}"; do
+		# man's stdout is the rendered page; only its warnings count.
+		{ groff -man -ww -z "$page"
+		  LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -E UTF-8 -l "$page" >/dev/null; } 2>"$out"
+		report "man page $page" 0
+	done
+else
+	echo "not ok - lint: groff or man not installed (apt-get install groff-base man-db)"
+	failed=$((failed + 1))
+fi
+
+# 5. shellcheck
 if command -v shellcheck >/dev/null; then
 	shellcheck -x "${shells[@]}" >"$out" 2>&1
 	report shellcheck $?

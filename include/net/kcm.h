@@ -121,6 +121,7 @@ static inline void kcm_stats_fold_u64(u64 *dst, const u64 *src, size_t n)
  * @lock: protects everything below
  * @muxes: every live multiplexor of the namespace
  * @count: number of entries on @muxes
+ * @next_mux_id: id given to the next mux published (/proc/net/kcm_ext)
  * @msg_stats: totals of the KCM sockets of destroyed muxes
  * @mux_stats: totals of destroyed muxes
  * @psock_stats: totals of the psocks of destroyed muxes
@@ -129,6 +130,7 @@ struct kcm_net {
 	struct mutex lock;	/* protects everything below */
 	struct list_head muxes;
 	unsigned int count;
+	unsigned int next_mux_id;
 	struct kcm_msg_stats msg_stats;
 	struct kcm_mux_stats mux_stats;
 	struct kcm_psock_stats psock_stats;
@@ -138,6 +140,8 @@ struct kcm_net {
  * struct kcm_mux - a multiplexor: KCM sockets on one side, TCP on the other
  * @knet: namespace state; the mux is on @knet->muxes while it lives
  * @net_node: entry on @knet->muxes, protected by @knet->lock
+ * @id: number of the mux within its namespace, from 1, set when published
+ *	(under @knet->lock) and fixed from then on; shown in /proc/net/kcm_ext
  * @lock: protects everything below but @psock_mutex and @rcu
  * @socks: the KCM sockets of the mux (struct kcm_sock.mux_node)
  * @nsocks: number of entries on @socks; the mux dies when it drops to 0
@@ -162,6 +166,7 @@ struct kcm_net {
 struct kcm_mux {
 	struct kcm_net *knet;
 	struct list_head net_node;
+	unsigned int id;
 
 	spinlock_t lock;	/* see the kernel-doc above */
 	struct list_head socks;
@@ -484,7 +489,7 @@ int kcm_sendmsg(struct socket *sock, struct msghdr *msg, size_t len);
 ssize_t kcm_sendpage(struct socket *sock, struct page *page, int offset,
 		     size_t size, int flags);
 
-/* kcmproc.c: /proc/net/kcm and /proc/net/kcm_stats */
+/* kcmproc.c: /proc/net/kcm, /proc/net/kcm_stats and /proc/net/kcm_ext */
 #ifdef CONFIG_PROC_FS
 int kcm_proc_init_net(struct net *net);
 void kcm_proc_exit_net(struct net *net);

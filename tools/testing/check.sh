@@ -1,8 +1,10 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# make check: the lint gate (for our module), then one VM boot runs the
-# whole selftest suite against a module, then the TAP is counted.  Ends with "N passed, N failed, N skipped".
+# make check: the lint gate (for our module), the host-side UAPI header
+# check, then one VM boot runs the whole selftest suite against a module,
+# then (our module only) make install, DKMS and a second boot that shows
+# socket(AF_KCM) autoloading the installed module; then the TAP is counted.  Ends with "N passed, N failed, N skipped".
 #
 #   check.sh --module KO [--module-kind ours|distro|path] [--kver VER]
 #            [--timeout SECS] [--kernel IMG] [--run CMD] [--stage PATH]...
@@ -61,7 +63,8 @@ payload=$build/payload
 rm -rf "$payload"
 mkdir -p "$payload"
 if ! make -s -C "$top/selftests" install INSTALL_PATH="$payload/selftests" >/dev/null ||
-   ! cp "$top/tools/kcm_demo" "$payload/" ||
+   ! cp "$top/tools/kcm_demo" "$top/tools/kcmstat" "$payload/" ||
+   ! make -s -C "$top/tools/examples" install INSTALL_PATH="$payload/examples" >/dev/null ||
    { [ "${#stage[@]}" != 0 ] && ! cp -a "${stage[@]}" "$payload/"; }; then
 	echo "check: could not stage the selftests" >&2
 	summary 0 1 0
@@ -75,6 +78,12 @@ log=$build/check.log
 if [ "$kind" = ours ] && [ -z "${KCM_SKIP_LINT:-}" ] && [ -z "$vm_only" ]; then
 	echo "# lint"
 	"$top/tools/lint.sh" | tee -a "$log"
+fi
+
+# UAPI hygiene of our header (host side).
+if [ -z "$vm_only" ]; then
+	echo "# uapi: include/uapi/linux/kcm.h"
+	"$top/tools/testing/uapi-check.sh" | tee -a "$log"
 fi
 
 # The VM rig's own kernel-log patterns, on sample lines (host side).
@@ -92,6 +101,15 @@ vm_args=(--module "$module" --payload "$payload" --timeout "$timeout"
 echo "# kcm check: module $kind ($module)${kver:+, kernel $kver}${kernel:+ ($kernel)}"
 "$top/tools/testing/vm/vm.sh" "${vm_args[@]}" | tee -a "$log"
 rc=${PIPESTATUS[0]}
+
+# make install and DKMS, then one more boot: socket(AF_KCM) autoloads the
+# DKMS-installed module (our module only; needs root and dkms).
+if [ "$kind" = ours ] && [ -z "$vm_only" ] && [ -z "${KCM_SKIP_DKMS:-}" ]; then
+	echo "# install: make install, DKMS, autoload in the VM"
+	"$top/tools/testing/dkms-check.sh" --kver "${kver:-$(uname -r)}" --out "$build" \
+		--timeout 300 | tee -a "$log"
+	[ "${PIPESTATUS[0]}" = 0 ] || rc=1
+fi
 
 # Count TAP results: "ok", "ok # SKIP", "not ok # TODO", "not ok".
 read -r pass fail skip todo < <(awk '

@@ -1,8 +1,11 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# make run: boot the VM with the module and run the demo program the way an
-# application would use KCM.
+# make run: boot the VM with the module and show the main job end to end:
+# the demo program, then the examples of tools/examples (a pre-forked
+# worker server fed over three connections, a client that survives a
+# connection reset, the parser built by clang and loaded by libbpf), each
+# with kcmstat's view of its mux while it runs.
 #
 #   run-demo.sh --module KO [--kver VER]
 set -euo pipefail
@@ -23,11 +26,22 @@ done
 payload=$build/demo
 rm -rf "$payload"
 mkdir -p "$payload"
-cp "$top/tools/kcm_demo" "$payload/"
+cp "$top/tools/kcm_demo" "$top/tools/kcmstat" "$payload/"
+make -s -C "$top/tools/examples" install INSTALL_PATH="$payload/examples" >/dev/null
 cat >"$payload/demo.sh" <<'GUEST'
 #!/bin/sh
 echo "# module: $(grep '^kcm ' /proc/modules)"
-./kcm_demo
+./kcm_demo || exit 1
+cd examples || exit 1
+echo
+echo "### prefork_server: 4 workers share one mux, 3 TCP connections feed it"
+./prefork_server -w 4 -c 3 -n 300 -k ../kcmstat || exit 1
+echo
+echo "### failover_client: one of two connections is reset halfway"
+./failover_client -n 200 -k ../kcmstat || exit 1
+echo
+echo "### bpf_parser: the parser from clang, loaded by libbpf; then as raw instructions"
+./bpf_parser -o parser_len.bpf.o && ./bpf_parser -r
 GUEST
 chmod +x "$payload/demo.sh"
 

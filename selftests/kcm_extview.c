@@ -1,0 +1,586 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * /proc/net/kcm_ext, the extended view (ours, not upstream): every object
+ * of live muxes with the TCP endpoints, inode numbers and counters, checked
+ * against getsockname()/getpeername()/fstat() of the sockets and against
+ * the messages the test moved; then tools/kcmstat (staged as ../kcmstat,
+ * or $KCMSTAT) on the same kind of live mux: its JSON, its table, its
+ * rates and its -n.  Each test runs in a namespace of its own.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <math.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+
+#include "kcm_data.h"
+
+static char buf[1 << 16];
+
+/* A connected TCP pair over ::1: @peer connects, @local is accepted. */
+static int tcp_pair6(int *peer, int *local)
+{
+	struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6,
+				     .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+	socklen_t len = sizeof(sin6);
+	int l;
+
+	kcm_lo_up();
+	l = socket(AF_INET6, SOCK_STREAM, 0);
+	if (l < 0 || bind(l, (struct sockaddr *)&sin6, len) || listen(l, 4) ||
+	    getsockname(l, (struct sockaddr *)&sin6, &len))
+		return -1;
+	*peer = socket(AF_INET6, SOCK_STREAM, 0);
+	if (*peer < 0 || connect(*peer, (struct sockaddr *)&sin6, len))
+		return -1;
+	*local = accept(l, NULL, NULL);
+	close(l);
+	return *local < 0 ? -1 : 0;
+}
+
+/* "ADDR:PORT" of a socket address, IPv6 in brackets, as kcm_ext prints. */
+static void addr_str(const struct sockaddr_storage *ss, char *out, size_t size)
+{
+	char a[INET6_ADDRSTRLEN];
+
+	if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *s6 = (const void *)ss;
+
+		inet_ntop(AF_INET6, &s6->sin6_addr, a, sizeof(a));
+		snprintf(out, size, "[%s]:%u", a, ntohs(s6->sin6_port));
+	} else {
+		const struct sockaddr_in *s4 = (const void *)ss;
+
+		inet_ntop(AF_INET, &s4->sin_addr, a, sizeof(a));
+		snprintf(out, size, "%s:%u", a, ntohs(s4->sin_port));
+	}
+}
+
+static void ino_str(int fd, char *out, size_t size)
+{
+	struct stat st;
+
+	ASSERT_OK(fstat(fd, &st));
+	snprintf(out, size, "%lu", (unsigned long)st.st_ino);
+}
+
+/* The psock line of attached TCP socket @fd; checks its endpoints. */
+static void psock_line(int fd, char *line, size_t size)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	char ino[32], want[80], got[80];
+
+	ino_str(fd, ino, sizeof(ino));
+	ASSERT_OK(kcm_ext_find("psock", "ino", ino, line, size));
+	ASSERT_OK(getsockname(fd, (struct sockaddr *)&ss, &len));
+	addr_str(&ss, want, sizeof(want));
+	ASSERT_OK(kcm_ext_str(line, "local", got, sizeof(got)));
+	EXPECT_EQ(strcmp(got, want), 0);
+	len = sizeof(ss);
+	ASSERT_OK(getpeername(fd, (struct sockaddr *)&ss, &len));
+	addr_str(&ss, want, sizeof(want));
+	ASSERT_OK(kcm_ext_str(line, "remote", got, sizeof(got)));
+	EXPECT_EQ(strcmp(got, want), 0);
+	ASSERT_OK(kcm_ext_str(line, "tcp_state", got, sizeof(got)));
+	EXPECT_EQ(strcmp(got, "ESTABLISHED"), 0);
+}
+
+/* Reads what the peers got without blocking; returns the bytes. */
+static long drain(int fd)
+{
+	long tot = 0;
+	ssize_t n;
+
+	while ((n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
+		tot += n;
+	return tot;
+}
+
+/* A mux with two KCM sockets and two connections, and what went over it. */
+struct mux2 {
+	int kcm[2], p[2], l[2];
+	int got[2];		/* messages each KCM socket received */
+	long out[2];		/* bytes each peer received */
+};
+
+#define MUX2_RX_BYTES	(3 * 24 + 5 * 34)
+
+/* Sets up @m over family @af: 3 + 5 messages in, 2 + 2 out. */
+static void mux2_run(struct mux2 *m, int af)
+{
+	int prog, i, who;
+
+	memset(m, 0, sizeof(*m));
+	m->kcm[0] = kcm_socket(SOCK_DGRAM);
+	ASSERT_GE(m->kcm[0], 0);
+	m->kcm[1] = kcm_clone_fd(m->kcm[0]);
+	ASSERT_GE(m->kcm[1], 0);
+	prog = kcm_parser_len4();
+	ASSERT_GE(prog, 0);
+	for (i = 0; i < 2; i++) {
+		if (af == AF_INET6)
+			ASSERT_OK(tcp_pair6(&m->p[i], &m->l[i]));
+		else
+			ASSERT_OK(kcm_tcp_pair(&m->p[i], &m->l[i]));
+		ASSERT_OK(kcm_attach(m->kcm[0], m->l[i], prog));
+	}
+	close(prog);
+	ASSERT_OK(kcm_send_msgs(m->p[0], 0, 3, 20));
+	ASSERT_OK(kcm_send_msgs(m->p[1], 3, 5, 30));
+	/* Whoever gets them: 8 messages over the two sockets. */
+	for (i = 0; i < 8; i++) {
+		struct pollfd pfd[2] = { { .fd = m->kcm[0], .events = POLLIN },
+					 { .fd = m->kcm[1], .events = POLLIN } };
+
+		ASSERT_GE(poll(pfd, 2, 5000), 1);
+		who = (pfd[0].revents & POLLIN) ? 0 : 1;
+		ASSERT_GE(kcm_recv_check(m->kcm[who], buf, sizeof(buf)), 0);
+		m->got[who]++;
+	}
+	for (i = 0; i < 4; i++) {
+		char msg[64];
+		size_t len = kcm_msg_build(msg, 36, i);
+
+		ASSERT_EQ(send(m->kcm[i & 1], msg, len, 0), len);
+	}
+	usleep(200000);
+	m->out[0] = drain(m->p[0]);
+	m->out[1] = drain(m->p[1]);
+	ASSERT_EQ(m->out[0] + m->out[1], 4 * 40);
+}
+
+/* Every line of the mux of two_psocks() against what was done. */
+static void two_psocks(int af)
+{
+	char line[1024], ino[32];
+	struct mux2 m;
+	int i;
+
+	kcm_enter_netns();
+	mux2_run(&m, af);
+	ASSERT_OK(kcm_ext_find("mux", NULL, NULL, line, sizeof(line)));
+	EXPECT_EQ(kcm_ext_num(line, "id"), 1);
+	EXPECT_EQ(kcm_ext_num(line, "kcms"), 2);
+	EXPECT_EQ(kcm_ext_num(line, "psocks"), 2);
+	EXPECT_EQ(kcm_ext_num(line, "attach"), 2);
+	EXPECT_EQ(kcm_ext_num(line, "unattach"), 0);
+	EXPECT_EQ(kcm_ext_num(line, "rx_msgs"), 8);
+	EXPECT_EQ(kcm_ext_num(line, "rx_bytes"), MUX2_RX_BYTES);
+	EXPECT_EQ(kcm_ext_num(line, "tx_msgs"), 4);
+	EXPECT_EQ(kcm_ext_num(line, "tx_bytes"), 4 * 40);
+	EXPECT_EQ(kcm_ext_num(line, "tx_dropped"), 0);
+	EXPECT_EQ(kcm_ext_num(line, "tx_retries"), 0);
+
+	for (i = 0; i < 2; i++) {
+		ino_str(m.kcm[i], ino, sizeof(ino));
+		ASSERT_OK(kcm_ext_find("kcm", "ino", ino, line, sizeof(line)));
+		EXPECT_EQ(kcm_ext_num(line, "mux"), 1);
+		EXPECT_EQ(kcm_ext_num(line, "index"), i);
+		EXPECT_EQ(kcm_ext_num(line, "rx_msgs"), m.got[i]);
+		EXPECT_EQ(kcm_ext_num(line, "tx_msgs"), 2);
+		EXPECT_EQ(kcm_ext_num(line, "tx_bytes"), 2 * 40);
+		EXPECT_EQ(kcm_ext_num(line, "recv_q"), 0);
+		EXPECT_TRUE(strstr(line, " type=dgram "));
+	}
+	for (i = 0; i < 2; i++) {
+		psock_line(m.l[i], line, sizeof(line));
+		EXPECT_EQ(kcm_ext_num(line, "mux"), 1);
+		EXPECT_EQ(kcm_ext_num(line, "index"), i);
+		EXPECT_EQ(kcm_ext_num(line, "rx_msgs"), i ? 5 : 3);
+		EXPECT_EQ(kcm_ext_num(line, "rx_bytes"), i ? 5 * 34 : 3 * 24);
+		EXPECT_EQ(kcm_ext_num(line, "tx_bytes"), m.out[i]);
+		EXPECT_EQ(kcm_ext_num(line, "tx_msgs"), m.out[i] / 40);
+		EXPECT_EQ(kcm_ext_num(line, "rx_stopped"), 0);
+		EXPECT_EQ(kcm_ext_num(line, "tx_aborts"), 0);
+	}
+	close(m.kcm[1]);
+	close(m.kcm[0]);
+	ASSERT_TRUE(kcm_ext_find("mux", NULL, NULL, line, sizeof(line)));
+}
+
+TEST_DIFFERS(ext_ipv4_two_psocks, "no /proc/net/kcm_ext: the extended view is ours")
+{
+	two_psocks(AF_INET);
+}
+
+TEST_DIFFERS(ext_ipv6_two_psocks, "no /proc/net/kcm_ext: the extended view is ours")
+{
+	two_psocks(AF_INET6);
+}
+
+/* Messages queued with no connection die with their socket: tx_dropped. */
+TEST_DIFFERS(ext_tx_dropped, "no /proc/net/kcm_ext: the extended view is ours")
+{
+	char line[1024], msg[64];
+	size_t len = kcm_msg_build(msg, 20, 7);
+	int kcm, clone, i;
+
+	kcm_enter_netns();
+	kcm = kcm_socket(SOCK_DGRAM);
+	ASSERT_GE(kcm, 0);
+	clone = kcm_clone_fd(kcm);
+	ASSERT_GE(clone, 0);
+	for (i = 0; i < 3; i++)
+		ASSERT_EQ(send(clone, msg, len, MSG_DONTWAIT), len);
+	ASSERT_OK(kcm_ext_find("kcm", "index", "1", line, sizeof(line)));
+	EXPECT_EQ(kcm_ext_num(line, "send_q"), 3);
+	EXPECT_TRUE(strstr(line, " psock=- "));
+	close(clone);
+	ASSERT_OK(kcm_ext_find("mux", NULL, NULL, line, sizeof(line)));
+	EXPECT_EQ(kcm_ext_num(line, "tx_dropped"), 3);
+	EXPECT_EQ(kcm_ext_num(line, "kcms"), 1);
+	EXPECT_EQ(kcm_ext_num(line, "tx_msgs"), 0);
+	close(kcm);
+}
+
+/* Unattach takes the psock line away and is counted on the mux line. */
+TEST_DIFFERS(ext_unattach, "no /proc/net/kcm_ext: the extended view is ours")
+{
+	int kcm, peer, local, p2, l2;
+	char line[1024], ino[32];
+
+	kcm_enter_netns();
+	kcm = kcm_with_tcp(SOCK_SEQPACKET, &peer, &local);
+	ASSERT_OK(kcm_tcp_pair(&p2, &l2));
+	ASSERT_OK(kcm_attach(kcm, l2, kcm_parser_len4()));
+	ASSERT_OK(kcm_unattach(kcm, local));
+	ino_str(local, ino, sizeof(ino));
+	EXPECT_TRUE(kcm_ext_find("psock", "ino", ino, line, sizeof(line)));
+	psock_line(l2, line, sizeof(line));
+	EXPECT_EQ(kcm_ext_num(line, "index"), 1);
+	ASSERT_OK(kcm_ext_find("mux", NULL, NULL, line, sizeof(line)));
+	EXPECT_EQ(kcm_ext_num(line, "psocks"), 1);
+	EXPECT_EQ(kcm_ext_num(line, "attach"), 2);
+	EXPECT_EQ(kcm_ext_num(line, "unattach"), 1);
+	ASSERT_OK(kcm_ext_find("kcm", NULL, NULL, line, sizeof(line)));
+	EXPECT_TRUE(strstr(line, " type=seqpacket "));
+	close(kcm);
+}
+
+/* Each namespace sees its own muxes, numbered from 1. */
+TEST_DIFFERS(ext_per_netns, "no /proc/net/kcm_ext: the extended view is ours")
+{
+	char line[1024];
+	int kcm, kcm2;
+
+	kcm_enter_netns();
+	kcm = kcm_socket(SOCK_DGRAM);
+	kcm2 = kcm_socket(SOCK_DGRAM);
+	ASSERT_GE(kcm2, 0);
+	ASSERT_OK(kcm_ext_find("mux", "id", "2", line, sizeof(line)));
+	kcm_enter_netns();
+	EXPECT_TRUE(kcm_ext_find("mux", NULL, NULL, line, sizeof(line)));
+	close(kcm);
+	kcm = kcm_socket(SOCK_DGRAM);
+	ASSERT_OK(kcm_ext_find("mux", NULL, NULL, line, sizeof(line)));
+	EXPECT_EQ(kcm_ext_num(line, "id"), 1);
+	EXPECT_EQ(kcm_ext_num(line, "kcms"), 1);
+	EXPECT_EQ(kcm_ext_num(line, "psocks"), 0);
+	ASSERT_OK(kcm_ext_find("kcm", "mux", "1", line, sizeof(line)));
+	EXPECT_EQ(kcm_ext_num(line, "index"), 0);
+	close(kcm);
+	close(kcm2);
+}
+
+/* ---- tools/kcmstat against live muxes ---- */
+
+static char out[1 << 16];
+
+/* Runs kcmstat with @args, its output to out[]; returns its exit status. */
+static int kcmstat(const char *args)
+{
+	const char *bin = getenv("KCMSTAT") ? getenv("KCMSTAT") : "../kcmstat";
+	char cmd[512];
+	size_t n;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "%s %s 2>&1", bin, args);
+	f = popen(cmd, "r");
+	ASSERT_TRUE(f);
+	n = fread(out, 1, sizeof(out) - 1, f);
+	out[n] = 0;
+	return WEXITSTATUS(pclose(f));
+}
+
+/*
+ * Copies to @obj the JSON object of @json that contains @anchor (the
+ * innermost one around its first occurrence).  Returns 0 or -1.
+ */
+static int json_obj(const char *json, const char *anchor, char *obj,
+		    size_t size)
+{
+	const char *a = strstr(json, anchor), *b, *e;
+	int depth = 0;
+
+	if (!a)
+		return -1;
+	for (b = a; b > json; b--) {
+		if (*b == '}' && b != a)
+			depth++;
+		else if (*b == '{' && depth-- == 0)
+			break;
+	}
+	for (e = b, depth = 0; *e; e++) {
+		if (*e == '{')
+			depth++;
+		else if (*e == '}' && --depth == 0)
+			break;
+	}
+	if (*b != '{' || !*e || (size_t)(e - b + 1) >= size)
+		return -1;
+	memcpy(obj, b, e - b + 1);
+	obj[e - b + 1] = 0;
+	return 0;
+}
+
+/* The first "key":number in @obj, or -1. */
+static double json_num(const char *obj, const char *key)
+{
+	char want[64];
+	const char *p;
+
+	snprintf(want, sizeof(want), "\"%s\":", key);
+	p = strstr(obj, want);
+	return p ? strtod(p + strlen(want), NULL) : -1;
+}
+
+/* Whether @obj has "key":"val". */
+static int json_has(const char *obj, const char *key, const char *val)
+{
+	char want[128];
+
+	snprintf(want, sizeof(want), "\"%s\":\"%s\"", key, val);
+	return !!strstr(obj, want);
+}
+
+static void sock_addr(int fd, int peer, char *s, size_t size)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if (peer)
+		ASSERT_OK(getpeername(fd, (struct sockaddr *)&ss, &len));
+	else
+		ASSERT_OK(getsockname(fd, (struct sockaddr *)&ss, &len));
+	addr_str(&ss, s, size);
+}
+
+/* The JSON object of the socket @fd (by inode number). */
+static void json_of_fd(int fd, char *obj, size_t size)
+{
+	char ino[32], anchor[48];
+
+	ino_str(fd, ino, sizeof(ino));
+	snprintf(anchor, sizeof(anchor), "\"ino\":%s,", ino);
+	ASSERT_OK(json_obj(out, anchor, obj, size));
+}
+
+/* Checks kcmstat -j's view of the mux of mux2_run(). */
+static void check_json_mux2(const struct mux2 *m)
+{
+	char obj[8192], a[80];
+	int i;
+
+	ASSERT_OK(json_obj(out, "{\"id\":1,", obj, sizeof(obj)));
+	EXPECT_EQ(json_num(obj, "kcms"), 2);
+	EXPECT_EQ(json_num(obj, "psocks"), 2);
+	EXPECT_EQ(json_num(obj, "rx_msgs"), 8);
+	EXPECT_EQ(json_num(obj, "rx_bytes"), MUX2_RX_BYTES);
+	EXPECT_EQ(json_num(obj, "tx_msgs"), 4);
+	EXPECT_EQ(json_num(obj, "tx_bytes"), 4 * 40);
+	EXPECT_EQ(json_num(obj, "tx_dropped"), 0);
+	for (i = 0; i < 2; i++) {
+		json_of_fd(m->kcm[i], obj, sizeof(obj));
+		EXPECT_EQ(json_num(obj, "index"), i);
+		EXPECT_EQ(json_num(obj, "rx_msgs"), m->got[i]);
+		EXPECT_EQ(json_num(obj, "tx_bytes"), 2 * 40);
+		EXPECT_TRUE(json_has(obj, "type", "dgram"));
+		json_of_fd(m->l[i], obj, sizeof(obj));
+		EXPECT_EQ(json_num(obj, "index"), i);
+		sock_addr(m->l[i], 0, a, sizeof(a));
+		EXPECT_TRUE(json_has(obj, "local", a));
+		sock_addr(m->l[i], 1, a, sizeof(a));
+		EXPECT_TRUE(json_has(obj, "remote", a));
+		EXPECT_TRUE(json_has(obj, "tcp_state", "ESTABLISHED"));
+		EXPECT_EQ(json_num(obj, "rx_msgs"), i ? 5 : 3);
+		EXPECT_EQ(json_num(obj, "tx_bytes"), m->out[i]);
+	}
+}
+
+TEST_DIFFERS(kcmstat_json, "no /proc/net/kcm_ext: the extended view is ours")
+{
+	struct mux2 m;
+
+	kcm_enter_netns();
+	mux2_run(&m, AF_INET);
+	ASSERT_EQ(kcmstat("-j"), 0);
+	check_json_mux2(&m);
+	close(m.kcm[0]);
+	close(m.kcm[1]);
+	ASSERT_EQ(kcmstat("-j"), 0);
+	EXPECT_TRUE(strstr(out, "\"muxes\":[]"));
+}
+
+TEST_DIFFERS(kcmstat_table_ipv6, "no /proc/net/kcm_ext: the extended view is ours")
+{
+	char a[80], line[512], *p;
+	struct mux2 m;
+	int i;
+
+	kcm_enter_netns();
+	mux2_run(&m, AF_INET6);
+	ASSERT_EQ(kcmstat(""), 0);
+	EXPECT_TRUE(strstr(out, "mux 1: 2 KCM sockets, 2 connections; rx 8 msgs"));
+	for (i = 0; i < 2; i++) {
+		sock_addr(m.l[i], 0, a, sizeof(a));
+		p = strstr(out, a);
+		ASSERT_TRUE(p);
+		snprintf(line, sizeof(line), "%.*s", (int)(strchrnul(p, '\n') - p), p);
+		sock_addr(m.l[i], 1, a, sizeof(a));
+		EXPECT_TRUE(strstr(line, a));
+		EXPECT_TRUE(strstr(line, "ESTABLISHED"));
+	}
+}
+
+/* Receives @n messages on either KCM socket of @m. */
+static void recv_any(struct mux2 *m, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		struct pollfd pfd[2] = { { .fd = m->kcm[0], .events = POLLIN },
+					 { .fd = m->kcm[1], .events = POLLIN } };
+
+		ASSERT_GE(poll(pfd, 2, 5000), 1);
+		ASSERT_GE(kcm_recv_check(m->kcm[(pfd[0].revents & POLLIN) ? 0 : 1],
+					 buf, sizeof(buf)), 0);
+	}
+}
+
+/* Rate * interval, the messages or bytes moved in the interval. */
+static long moved(const char *obj, const char *key)
+{
+	char want[64], rates[512];
+	const char *r = strstr(obj, "\"rates\":{");
+
+	snprintf(want, sizeof(want), "%s_per_s", key);
+	if (!r || json_obj(r, "\"rx_msgs_per_s\"", rates, sizeof(rates)))
+		return -1;
+	return lround(json_num(rates, want) * json_num(out, "interval_s"));
+}
+
+/*
+ * kcmstat -i 2 -c 2: nothing moves in the first interval; right after
+ * its report, 50 messages of 104 bytes come in on connection 0 and 10 of
+ * 40 go out, all inside the second interval.
+ */
+TEST_DIFFERS(kcmstat_rates, "no /proc/net/kcm_ext: the extended view is ours")
+{
+	const char *bin = getenv("KCMSTAT") ? getenv("KCMSTAT") : "../kcmstat";
+	char cmd[256], obj[8192], msg[64];
+	struct mux2 m;
+	FILE *f;
+	int i;
+
+	kcm_enter_netns();
+	mux2_run(&m, AF_INET);
+	snprintf(cmd, sizeof(cmd), "%s -j -i 2 -c 2", bin);
+	f = popen(cmd, "r");
+	ASSERT_TRUE(f);
+	ASSERT_TRUE(fgets(out, sizeof(out), f));
+	ASSERT_OK(json_obj(out, "{\"id\":1,", obj, sizeof(obj)));
+	EXPECT_EQ(moved(obj, "rx_msgs"), 0);
+	EXPECT_EQ(moved(obj, "tx_bytes"), 0);
+
+	ASSERT_OK(kcm_send_msgs(m.p[0], 100, 50, 100));
+	recv_any(&m, 50);
+	for (i = 0; i < 10; i++) {
+		size_t len = kcm_msg_build(msg, 36, i);
+
+		ASSERT_EQ(send(m.kcm[0], msg, len, 0), len);
+	}
+	usleep(100000);
+	EXPECT_EQ(drain(m.p[0]) + drain(m.p[1]), 10 * 40);
+
+	ASSERT_TRUE(fgets(out, sizeof(out), f));
+	EXPECT_EQ(WEXITSTATUS(pclose(f)), 0);
+	EXPECT_GE(json_num(out, "interval_s"), 1.9);
+	ASSERT_OK(json_obj(out, "{\"id\":1,", obj, sizeof(obj)));
+	EXPECT_EQ(moved(obj, "rx_msgs"), 50);
+	EXPECT_EQ(moved(obj, "rx_bytes"), 50 * 104);
+	EXPECT_EQ(moved(obj, "tx_msgs"), 10);
+	EXPECT_EQ(moved(obj, "tx_bytes"), 10 * 40);
+	json_of_fd(m.l[0], obj, sizeof(obj));
+	EXPECT_EQ(moved(obj, "rx_msgs"), 50);
+	EXPECT_EQ(moved(obj, "rx_bytes"), 50 * 104);
+	json_of_fd(m.l[1], obj, sizeof(obj));
+	EXPECT_EQ(moved(obj, "rx_msgs"), 0);
+}
+
+/*
+ * A mux in a child's namespace: invisible from ours, shown by -n with the
+ * /proc/PID/ns/net path and with a name under /var/run/netns.
+ */
+TEST_DIFFERS(kcmstat_netns, "no /proc/net/kcm_ext: the extended view is ours")
+{
+	int ready[2], done[2], kcm, peer, local;
+	char args[128], name[64], path[96], a[80], obj[8192];
+	pid_t pid;
+
+	ASSERT_OK(pipe(ready));
+	ASSERT_OK(pipe(done));
+	pid = fork();
+	ASSERT_GE(pid, 0);
+	if (pid == 0) {
+		char c;
+
+		close(done[1]);
+		close(ready[0]);
+		kcm_enter_netns();
+		kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+		ASSERT_OK(kcm_send_msgs(peer, 0, 2, 20));
+		ASSERT_GE(kcm_recv_check(kcm, buf, sizeof(buf)), 0);
+		ASSERT_GE(kcm_recv_check(kcm, buf, sizeof(buf)), 0);
+		sock_addr(local, 0, a, sizeof(a));
+		ASSERT_EQ(write(ready[1], a, sizeof(a)), sizeof(a));
+		ASSERT_EQ(read(done[0], &c, 1), 0);
+		_exit(0);
+	}
+	close(ready[1]);
+	close(done[0]);
+	ASSERT_EQ(read(ready[0], a, sizeof(a)), sizeof(a));
+
+	kcm_enter_netns();
+	ASSERT_EQ(kcmstat("-j"), 0);
+	EXPECT_TRUE(strstr(out, "\"muxes\":[]"));
+
+	snprintf(args, sizeof(args), "-j -n /proc/%d/ns/net", pid);
+	ASSERT_EQ(kcmstat(args), 0);
+	ASSERT_OK(json_obj(out, "\"tcp_state\"", obj, sizeof(obj)));
+	EXPECT_TRUE(json_has(obj, "local", a));
+	EXPECT_EQ(json_num(obj, "rx_msgs"), 2);
+	EXPECT_EQ(json_num(obj, "rx_bytes"), 2 * 24);
+
+	snprintf(name, sizeof(name), "kcmstat-test-%d", getpid());
+	snprintf(path, sizeof(path), "/var/run/netns/%s", name);
+	mkdir("/var", 0755);
+	mkdir("/var/run", 0755);
+	mkdir("/var/run/netns", 0755);
+	ASSERT_OK(close(open(path, O_CREAT | O_RDONLY, 0444)));
+	snprintf(args, sizeof(args), "/proc/%d/ns/net", pid);
+	ASSERT_OK(mount(args, path, NULL, MS_BIND, NULL));
+	snprintf(args, sizeof(args), "-n %s", name);
+	EXPECT_EQ(kcmstat(args), 0);
+	EXPECT_TRUE(strstr(out, a));
+	EXPECT_TRUE(strstr(out, "mux 1: 1 KCM sockets, 1 connections; rx 2 msgs 48 B"));
+	umount(path);
+	unlink(path);
+
+	EXPECT_EQ(kcmstat("-n /nonexistent/ns"), 1);
+	EXPECT_TRUE(strstr(out, "/nonexistent/ns: No such file or directory"));
+	close(done[1]);
+	EXPECT_EQ(kcm_wait_child(pid), 0);
+}
+
+KCM_TEST_MAIN

@@ -1,0 +1,502 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kcmstat: what the KCM multiplexors of a network namespace are doing, in
+ * the manner of ss and nstat: each mux with its KCM sockets and its
+ * attached TCP connections (endpoints, state, queues, counters).
+ *
+ *   kcmstat [-j] [-i SECS [-c COUNT]] [-n NETNS]
+ *
+ *   -j        JSON instead of tables
+ *   -i SECS   measure for SECS seconds and add rates (messages and bytes
+ *             per second) per mux, KCM socket and connection
+ *   -c COUNT  with -i: that many reports (default 1; 0 = forever)
+ *   -n NETNS  look at that network namespace: a name under
+ *             /var/run/netns (ip netns) or a path such as /proc/PID/ns/net
+ *
+ * It reads /proc/net/kcm_ext (see Documentation/networking/kcm.rst), which
+ * only this implementation of KCM provides.  Exit status: 0, 1 on error.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define KCMSTAT_EXT	"/proc/net/kcm_ext"
+#define MAX_KEYS	48
+#define MAX_OBJS	4096
+
+/* One line of kcm_ext: "kind key=value ...". */
+struct obj {
+	char kind[8];
+	int nkeys;
+	char *key[MAX_KEYS];
+	char *val[MAX_KEYS];
+	char *line;
+};
+
+struct snap {
+	int n;
+	struct obj obj[MAX_OBJS];
+	struct timespec when;
+};
+
+static const char *obj_get(const struct obj *o, const char *key)
+{
+	int i;
+
+	for (i = 0; i < o->nkeys; i++)
+		if (!strcmp(o->key[i], key))
+			return o->val[i];
+	return NULL;
+}
+
+static unsigned long long obj_num(const struct obj *o, const char *key)
+{
+	const char *v = obj_get(o, key);
+
+	return v ? strtoull(v, NULL, 10) : 0;
+}
+
+static const char *obj_str(const struct obj *o, const char *key)
+{
+	const char *v = obj_get(o, key);
+
+	return v ? v : "?";
+}
+
+/* Splits @line (kept by @o) into words and key=value pairs. */
+static void obj_parse(struct obj *o, char *line)
+{
+	char *save, *w;
+
+	memset(o, 0, sizeof(*o));
+	o->line = line;
+	line[strcspn(line, "\n")] = 0;
+	w = strtok_r(line, " ", &save);
+	snprintf(o->kind, sizeof(o->kind), "%s", w ? w : "");
+	while ((w = strtok_r(NULL, " ", &save)) && o->nkeys < MAX_KEYS) {
+		char *eq = strchr(w, '=');
+
+		if (!eq)
+			continue;
+		*eq = 0;
+		o->key[o->nkeys] = w;
+		o->val[o->nkeys] = eq + 1;
+		o->nkeys++;
+	}
+}
+
+static void snap_free(struct snap *s)
+{
+	int i;
+
+	for (i = 0; i < s->n; i++)
+		free(s->obj[i].line);
+	s->n = 0;
+}
+
+static int snap_read(struct snap *s)
+{
+	char *line = NULL;
+	size_t cap = 0;
+	FILE *f;
+
+	snap_free(s);
+	f = fopen(KCMSTAT_EXT, "r");
+	if (!f) {
+		fprintf(stderr, "kcmstat: %s: %s%s\n", KCMSTAT_EXT, strerror(errno),
+			errno == ENOENT ? " (is our kcm.ko loaded?)" : "");
+		return -1;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &s->when);
+	while (getline(&line, &cap, f) > 0) {
+		if (line[0] == '#')
+			continue;
+		if (s->n == MAX_OBJS) {
+			fprintf(stderr, "kcmstat: over %d objects, the rest not shown\n",
+				MAX_OBJS);
+			break;
+		}
+		obj_parse(&s->obj[s->n++], line);
+		line = NULL;
+		cap = 0;
+	}
+	free(line);
+	fclose(f);
+	return 0;
+}
+
+/* The same object in an earlier snapshot: kind, mux id and index agree. */
+static const struct obj *snap_find(const struct snap *s, const struct obj *o)
+{
+	const char *mux = !strcmp(o->kind, "mux") ? "id" : "mux";
+	int i;
+
+	for (i = 0; i < s->n; i++) {
+		const struct obj *p = &s->obj[i];
+
+		if (strcmp(p->kind, o->kind) ||
+		    obj_num(p, mux) != obj_num(o, mux) ||
+		    obj_num(p, "index") != obj_num(o, "index"))
+			continue;
+		return p;
+	}
+	return NULL;
+}
+
+struct rates {
+	double rx_msgs, rx_bytes, tx_msgs, tx_bytes;
+};
+
+/* Rates of @o since @prev (NULL: no rates), over @secs seconds. */
+static int obj_rates(const struct obj *o, const struct snap *prev,
+		     double secs, struct rates *r)
+{
+	const struct obj *p = prev ? snap_find(prev, o) : NULL;
+
+	memset(r, 0, sizeof(*r));
+	if (!prev || secs <= 0)
+		return 0;
+	if (!p)
+		p = o;	/* appeared meanwhile: no rate to speak of */
+	r->rx_msgs = (obj_num(o, "rx_msgs") - obj_num(p, "rx_msgs")) / secs;
+	r->rx_bytes = (obj_num(o, "rx_bytes") - obj_num(p, "rx_bytes")) / secs;
+	r->tx_msgs = (obj_num(o, "tx_msgs") - obj_num(p, "tx_msgs")) / secs;
+	r->tx_bytes = (obj_num(o, "tx_bytes") - obj_num(p, "tx_bytes")) / secs;
+	return 1;
+}
+
+static int is_number(const char *v)
+{
+	if (!*v)
+		return 0;
+	for (; *v; v++)
+		if (*v < '0' || *v > '9')
+			return 0;
+	return 1;
+}
+
+/* The members of one object as JSON (no braces): every key but @skip. */
+static void json_fields(const struct obj *o, const struct snap *prev,
+			double secs, const char *skip)
+{
+	const char *sep = "";
+	struct rates r;
+	int i;
+
+	for (i = 0; i < o->nkeys; i++) {
+		const char *v = o->val[i];
+
+		if (skip && !strcmp(o->key[i], skip))
+			continue;
+		printf("%s\"%s\":", sep, o->key[i]);
+		sep = ",";
+		if (is_number(v))
+			printf("%s", v);
+		else if (!strcmp(v, "-"))
+			printf("null");
+		else
+			printf("\"%s\"", v);
+	}
+	if (!obj_rates(o, prev, secs, &r))
+		return;
+	printf("%s\"rates\":{\"rx_msgs_per_s\":%.3f,\"rx_bytes_per_s\":%.3f,",
+	       sep, r.rx_msgs, r.rx_bytes);
+	printf("\"tx_msgs_per_s\":%.3f,\"tx_bytes_per_s\":%.3f}", r.tx_msgs,
+	       r.tx_bytes);
+}
+
+/* The KCM sockets or psocks (@kind) of mux @id as a JSON array @name. */
+static void json_members(const struct snap *s, const struct snap *prev,
+			 double secs, unsigned long long id, const char *kind,
+			 const char *name)
+{
+	const char *sep = "";
+	int i;
+
+	printf(",\"%s\":[", name);
+	for (i = 0; i < s->n; i++) {
+		const struct obj *o = &s->obj[i];
+
+		if (strcmp(o->kind, kind) || obj_num(o, "mux") != id)
+			continue;
+		printf("%s{", sep);
+		sep = ",";
+		json_fields(o, prev, secs, "mux");
+		putchar('}');
+	}
+	putchar(']');
+}
+
+static void print_json(const struct snap *s, const struct snap *prev,
+		       double secs, const char *netns)
+{
+	const char *sep = "";
+	int i;
+
+	printf("{\"netns\":\"%s\",", netns ? netns : "");
+	if (prev)
+		printf("\"interval_s\":%.6f,", secs);
+	printf("\"muxes\":[");
+	for (i = 0; i < s->n; i++) {
+		const struct obj *o = &s->obj[i];
+		unsigned long long id;
+
+		if (strcmp(o->kind, "mux"))
+			continue;
+		id = obj_num(o, "id");
+		printf("%s{", sep);
+		sep = ",";
+		json_fields(o, prev, secs, NULL);
+		json_members(s, prev, secs, id, "kcm", "sockets");
+		json_members(s, prev, secs, id, "psock", "connections");
+		putchar('}');
+	}
+	printf("]}\n");
+}
+
+/* A rate column pair, or nothing without -i. */
+static void table_rates(const struct obj *o, const struct snap *prev,
+			double secs)
+{
+	struct rates r;
+
+	if (obj_rates(o, prev, secs, &r))
+		printf(" %10.1f %12.1f %10.1f %12.1f", r.rx_msgs, r.rx_bytes,
+		       r.tx_msgs, r.tx_bytes);
+}
+
+static void table_rate_header(const struct snap *prev)
+{
+	if (prev)
+		printf(" %10s %12s %10s %12s", "rx-msg/s", "rx-B/s",
+		       "tx-msg/s", "tx-B/s");
+}
+
+/* Names of the 0/1 keys of @o that are 1, comma-separated, or "-". */
+static void flags_of(const struct obj *o, const char *const *keys,
+		     const char *const *names, char *out, size_t size)
+{
+	size_t n = 0;
+	int i;
+
+	out[0] = 0;
+	for (i = 0; keys[i]; i++)
+		if (obj_num(o, keys[i]) && n < size)
+			n += snprintf(out + n, size - n, "%s%s", n ? "," : "",
+				      names[i]);
+	if (!n)
+		snprintf(out, size, "-");
+}
+
+static void flags_kcm(const struct obj *o, char *out, size_t size)
+{
+	static const char *const keys[] = {
+		"rx_ready", "rx_disabled", "tx_waiting", NULL };
+	static const char *const names[] = { "RxReady", "RxDisabled", "TxWait" };
+
+	flags_of(o, keys, names, out, size);
+}
+
+static void flags_psock(const struct obj *o, char *out, size_t size)
+{
+	static const char *const keys[] = {
+		"rx_stopped", "rx_paused", "tx_stopped", NULL };
+	static const char *const names[] = { "RxStop", "RxPause", "TxStop" };
+
+	flags_of(o, keys, names, out, size);
+}
+
+static void table_kcm(const struct obj *o, const struct snap *prev,
+		      double secs)
+{
+	char flags[64];
+
+	flags_kcm(o, flags, sizeof(flags));
+	printf("  kcm-%-4llu %-10s %-9s %10llu %12llu %10llu %12llu %6llu %6llu %-5s",
+	       obj_num(o, "index"), obj_str(o, "ino"), obj_str(o, "type"),
+	       obj_num(o, "rx_msgs"), obj_num(o, "rx_bytes"),
+	       obj_num(o, "tx_msgs"), obj_num(o, "tx_bytes"),
+	       obj_num(o, "recv_q"), obj_num(o, "send_q"),
+	       obj_str(o, "psock"));
+	table_rates(o, prev, secs);
+	printf(" %s\n", flags);
+}
+
+static void table_psock(const struct obj *o, const struct snap *prev,
+			double secs)
+{
+	char flags[64];
+
+	flags_psock(o, flags, sizeof(flags));
+	printf("  psock-%-2llu %-22s %-22s %-11s %10llu %12llu %10llu %12llu %6llu %6llu %-5s",
+	       obj_num(o, "index"), obj_str(o, "local"), obj_str(o, "remote"),
+	       obj_str(o, "tcp_state"), obj_num(o, "rx_msgs"),
+	       obj_num(o, "rx_bytes"), obj_num(o, "tx_msgs"),
+	       obj_num(o, "tx_bytes"), obj_num(o, "recv_q"),
+	       obj_num(o, "send_q"), obj_str(o, "kcm"));
+	table_rates(o, prev, secs);
+	printf(" %s\n", flags);
+}
+
+static void table_mux(const struct snap *s, const struct obj *m,
+		      const struct snap *prev, double secs)
+{
+	unsigned long long id = obj_num(m, "id");
+	int i;
+
+	printf("mux %llu: %llu KCM sockets, %llu connections; ", id,
+	       obj_num(m, "kcms"), obj_num(m, "psocks"));
+	printf("rx %llu msgs %llu B, tx %llu msgs %llu B; held %llu; ",
+	       obj_num(m, "rx_msgs"), obj_num(m, "rx_bytes"),
+	       obj_num(m, "tx_msgs"), obj_num(m, "tx_bytes"),
+	       obj_num(m, "rx_hold"));
+	printf("retries %llu, dropped %llu, attach %llu, unattach %llu",
+	       obj_num(m, "tx_retries"), obj_num(m, "tx_dropped"),
+	       obj_num(m, "attach"), obj_num(m, "unattach"));
+	table_rates(m, prev, secs);
+	printf("\n  %-9s %-10s %-9s %10s %12s %10s %12s %6s %6s %-5s", "KCM", "inode",
+	       "type", "rx-msgs", "rx-bytes", "tx-msgs", "tx-bytes", "recv-q",
+	       "send-q", "psock");
+	table_rate_header(prev);
+	printf(" flags\n");
+	for (i = 0; i < s->n; i++)
+		if (!strcmp(s->obj[i].kind, "kcm") &&
+		    obj_num(&s->obj[i], "mux") == id)
+			table_kcm(&s->obj[i], prev, secs);
+	printf("  %-8s %-22s %-22s %-11s %10s %12s %10s %12s %6s %6s %-5s", "PSOCK",
+	       "local", "remote", "state", "rx-msgs", "rx-bytes", "tx-msgs",
+	       "tx-bytes", "recv-q", "send-q", "kcm");
+	table_rate_header(prev);
+	printf(" flags\n");
+	for (i = 0; i < s->n; i++)
+		if (!strcmp(s->obj[i].kind, "psock") &&
+		    obj_num(&s->obj[i], "mux") == id)
+			table_psock(&s->obj[i], prev, secs);
+}
+
+static void print_table(const struct snap *s, const struct snap *prev,
+			double secs)
+{
+	int i, n = 0;
+
+	for (i = 0; i < s->n; i++) {
+		if (strcmp(s->obj[i].kind, "mux"))
+			continue;
+		if (n++)
+			putchar('\n');
+		table_mux(s, &s->obj[i], prev, secs);
+	}
+	if (!n)
+		printf("no KCM multiplexors\n");
+}
+
+/* Enters network namespace @name: a path, or a name under /var/run/netns. */
+static int enter_netns(const char *name)
+{
+	char path[4096];
+	int fd;
+
+	if (strchr(name, '/'))
+		snprintf(path, sizeof(path), "%s", name);
+	else
+		snprintf(path, sizeof(path), "/var/run/netns/%s", name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "kcmstat: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	if (setns(fd, CLONE_NEWNET) < 0) {
+		fprintf(stderr, "kcmstat: setns %s: %s\n", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+static void help(FILE *f)
+{
+	fprintf(f, "usage: kcmstat [-j] [-i SECS [-c COUNT]] [-n NETNS]\n");
+}
+
+static struct snap snaps[2];
+
+int main(int argc, char **argv)
+{
+	int opt, json = 0, count = 1, i;
+	const char *netns = NULL;
+	double interval = 0;
+	struct snap *cur = &snaps[0], *prev = &snaps[1], *t;
+
+	while ((opt = getopt(argc, argv, "ji:c:n:h")) != -1) {
+		switch (opt) {
+		case 'j':
+			json = 1;
+			break;
+		case 'i':
+			interval = strtod(optarg, NULL);
+			if (interval <= 0) {
+				fprintf(stderr, "kcmstat: -i wants a positive number of seconds\n");
+				return 1;
+			}
+			break;
+		case 'c':
+			count = atoi(optarg);
+			break;
+		case 'n':
+			netns = optarg;
+			break;
+		case 'h':
+			help(stdout);
+			return 0;
+		default:
+			help(stderr);
+			return 1;
+		}
+	}
+	if (optind != argc) {
+		help(stderr);
+		return 1;
+	}
+	if (netns && enter_netns(netns))
+		return 1;
+	if (snap_read(cur))
+		return 1;
+	if (!interval) {
+		if (json)
+			print_json(cur, NULL, 0, netns);
+		else
+			print_table(cur, NULL, 0);
+		return 0;
+	}
+	for (i = 0; !count || i < count; i++) {
+		struct timespec ts = { .tv_sec = (time_t)interval };
+		double secs;
+
+		ts.tv_nsec = (long)((interval - ts.tv_sec) * 1e9);
+		t = prev;
+		prev = cur;
+		cur = t;
+		nanosleep(&ts, NULL);
+		if (snap_read(cur))
+			return 1;
+		secs = (cur->when.tv_sec - prev->when.tv_sec) +
+		       (cur->when.tv_nsec - prev->when.tv_nsec) / 1e9;
+		if (json) {
+			print_json(cur, prev, secs, netns);
+		} else {
+			if (i)
+				putchar('\n');
+			printf("-- %.1f s --\n", secs);
+			print_table(cur, prev, secs);
+		}
+		fflush(stdout);
+	}
+	return 0;
+}

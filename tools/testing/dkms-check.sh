@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# The install paths of make check, as TAP:
+#
+# 1. make install into a scratch INSTALL_MOD_PATH/DESTDIR: kcm.ko lands in
+#    lib/modules/KVER/updates/, depmod resolves kcm and net-pf-41 to it,
+#    kcmstat and the man page land under PREFIX.
+# 2. DKMS on this machine: the tracked sources are copied to
+#    /usr/src/kcm-VER, then dkms add, build and install -k KVER; modinfo
+#    must then name the DKMS module, not the kernel's.
+# 3. One VM boot with that installed module tree (the real modules.dep and
+#    modules.alias that DKMS's depmod wrote, the DKMS kcm.ko in updates/
+#    and the kernel's own kcm.ko in kernel/) and no insmod: socket(AF_KCM)
+#    must autoload ours (tools/testing/vm/autoload-guest.sh).
+# 4. dkms remove: the kernel's module is the one modprobe finds again.
+#
+# Needs root and dkms (tools/deps.sh installs it).  Leaves nothing behind:
+# the DKMS module is removed on exit, also after a failure, so that runs
+# can be repeated.
+#
+#   dkms-check.sh --kver VER [--out DIR] [--timeout SECS]
+set -uo pipefail
+
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+kver=
+out=$top/.build
+timeout=300
+while [ $# -gt 0 ]; do
+	case $1 in
+	--kver) kver=$2; shift 2 ;;
+	--out) out=$2; shift 2 ;;
+	--timeout) timeout=$2; shift 2 ;;
+	*) echo "usage: $0 --kver VER [--out DIR] [--timeout SECS]" >&2; exit 2 ;;
+	esac
+done
+[ -n "$kver" ] || { echo "usage: $0 --kver VER [--out DIR] [--timeout SECS]" >&2; exit 2; }
+export PATH=$PATH:/sbin:/usr/sbin
+
+failed=0
+work=$out/dkms
+log=$work/dkms.log	# everything
+slog=$work/step.log	# the current step
+mkdir -p "$work"
+: >"$log"
+: >"$slog"
+
+result() {
+	# $1: 0 = pass; $2: description; the step's output is in $slog
+	if [ "$1" = 0 ]; then
+		echo "ok - $2"
+	else
+		echo "not ok - $2"
+		tail -n 15 "$slog" | sed 's/^/#   /'
+		failed=$((failed + 1))
+	fi
+	cat "$slog" >>"$log"
+	: >"$slog"
+}
+
+ver=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"$/\1/p' "$top/dkms.conf")
+modver=$(modinfo -F version "$top/kcm.ko" 2>>"$slog")
+[ -n "$ver" ] && [ "$ver" = "$modver" ]
+result $? "dkms: dkms.conf PACKAGE_VERSION '$ver' is the module's MODULE_VERSION '$modver'"
+
+# ---- 1. make install
+inst=$work/install
+rm -rf "$inst"
+make -s -C "$top" install KVER="$kver" INSTALL_MOD_PATH="$inst/root" \
+	DESTDIR="$inst/dest" PREFIX=/usr >>"$slog" 2>&1 &&
+	[ -f "$inst/root/lib/modules/$kver/updates/kcm.ko" ] &&
+	[ "$(modinfo -b "$inst/root" -k "$kver" -n net-pf-41 2>>"$slog")" = \
+	  "$inst/root/lib/modules/$kver/updates/kcm.ko" ] &&
+	[ -x "$inst/dest/usr/bin/kcmstat" ] &&
+	[ -f "$inst/dest/usr/share/man/man7/kcm.7" ]
+result $? "install: make install puts kcm.ko in updates/ (net-pf-41 resolves to it), kcmstat and kcm.7 under PREFIX"
+
+# ---- 2. DKMS
+if ! command -v dkms >/dev/null; then
+	echo "not ok - dkms: dkms not installed (apt-get install dkms, or make deps)"
+	exit 1
+fi
+if [ "$(id -u)" != 0 ]; then
+	echo "not ok - dkms: needs root (dkms install writes /lib/modules)"
+	exit 1
+fi
+
+src=/usr/src/kcm-$ver
+cleanup() {
+	dkms remove -m kcm -v "$ver" --all >>"$log" 2>&1
+	rm -rf "$src"
+}
+trap cleanup EXIT
+cleanup
+
+# The module's tracked sources as they are in this tree.
+mkdir -p "$src" &&
+	(cd "$top" && git ls-files -z -- . ':!selftests' ':!tools' ':!.ci' |
+		xargs -0 cp --parents -t "$src") 2>>"$slog"
+result $? "dkms: sources copied to $src"
+dkms add -m kcm -v "$ver" >>"$slog" 2>&1
+result $? "dkms: dkms add kcm/$ver"
+dkms build -m kcm -v "$ver" -k "$kver" >>"$slog" 2>&1
+result $? "dkms: dkms build kcm/$ver -k $kver"
+dkms install -m kcm -v "$ver" -k "$kver" >>"$slog" 2>&1
+result $? "dkms: dkms install kcm/$ver -k $kver"
+
+mods=/lib/modules/$kver
+ko=$(modinfo -k "$kver" -n net-pf-41 2>>"$slog")
+case $ko in
+"$mods"/updates/*) r=0 ;;
+*) r=1 ;;
+esac
+echo "# net-pf-41 -> $ko" >>"$slog"
+result $r "dkms: modinfo -k $kver net-pf-41 names the DKMS module (${ko#"$mods"/})"
+
+# ---- 3. the VM: the installed tree, no insmod
+if [ "$r" = 0 ]; then
+	overlay=$work/overlay
+	payload=$work/payload
+	rm -rf "$overlay" "$payload"
+	mkdir -p "$overlay$mods" "$payload"
+	for f in modules.dep modules.alias modules.softdep modules.symbols \
+		 modules.builtin modules.order; do
+		[ -f "$mods/$f" ] && cp "$mods/$f" "$overlay$mods/"
+	done
+	distro=$(find "$mods/kernel/net/kcm" -name 'kcm.ko*' | head -n 1)
+	for f in "$ko" $distro; do
+		mkdir -p "$overlay$(dirname "$f")"
+		cp "$f" "$overlay$f"
+	done
+	cp "$top/selftests/kcm_helper" "$top/tools/testing/vm/autoload-guest.sh" "$payload/"
+	srcv=$(modinfo -F srcversion "$ko")
+	"$top/tools/testing/vm/vm.sh" --no-module --kernel-version "$kver" \
+		--extra-modules '' --overlay "$overlay" --payload "$payload" \
+		--env "KCM_WANT_VERSION=$ver KCM_WANT_SRCVERSION=$srcv" \
+		--run 'sh autoload-guest.sh' --out "$work/vm" --timeout "$timeout"
+	vm_rc=$?
+	[ "$vm_rc" = 0 ] || failed=$((failed + 1))
+fi
+
+# ---- 4. dkms remove
+cleanup
+ko=$(modinfo -k "$kver" -n net-pf-41 2>>"$slog")
+case $ko in
+"$mods"/updates/*) r=1 ;;
+*) r=0 ;;
+esac
+[ ! -e "$src" ]
+result $((r | $?)) "dkms: after dkms remove net-pf-41 is the kernel's own again (${ko#"$mods"/})"
+
+[ "$failed" = 0 ]
