@@ -747,28 +747,25 @@ static bool kcm_rx_may_ref(struct sk_buff *src, unsigned int off,
 }
 
 /*
- * A new piece of the large message that references up to @len bytes of
- * @src's page fragments from @off on (see kcm_rx_may_ref()).  It is
- * charged for the bytes it references.
+ * Reference up to @len bytes of @src's page fragments from @off on (see
+ * kcm_rx_may_ref()) as fragments of @to, the last skb of the large
+ * message, while it has free slots.  @to (and the message) are charged
+ * for the bytes referenced.
  *
  * Context: TCP socket lock held.
+ * Return: bytes taken, 0 when @to has no free slot.
  */
-static struct sk_buff *kcm_rx_ref(struct kcm_psock *psock,
-				  struct sk_buff *src, unsigned int off,
-				  unsigned int len)
+static unsigned int kcm_rx_ref_frags(struct kcm_psock *psock,
+				     struct sk_buff *to, struct sk_buff *src,
+				     unsigned int off, unsigned int len)
 {
 	struct skb_shared_info *sinfo = skb_shinfo(src);
 	unsigned int pos = skb_headlen(src), done = 0;
+	int i, nr = skb_shinfo(to)->nr_frags;
 	unsigned int cur, size, skip, n;
-	struct sk_buff *piece;
+	struct sk_buff *msg = psock->rx_msg;
 	skb_frag_t *frag;
-	int i, nr = 0;
 
-	piece = alloc_skb(0, psock->rx_gfp | __GFP_NOWARN);
-	if (!piece) {
-		kcm_stat_add(&psock->stats.rx_mem_fail, 1);
-		return NULL;
-	}
 	for (i = 0; i < sinfo->nr_frags && done < len; i++) {
 		frag = &sinfo->frags[i];
 		size = skb_frag_size(frag);
@@ -782,15 +779,73 @@ static struct sk_buff *kcm_rx_ref(struct kcm_psock *psock,
 		skip = cur - pos;
 		n = min(size - skip, len - done);
 		get_page(skb_frag_page(frag));
-		skb_fill_page_desc(piece, nr++, skb_frag_page(frag),
+		skb_fill_page_desc(to, nr++, skb_frag_page(frag),
 				   skb_frag_off(frag) + skip, n);
 		done += n;
 		pos += size;
 	}
-	piece->len = done;
-	piece->data_len = done;
-	piece->truesize += done;
-	return piece;
+	to->len += done;
+	to->data_len += done;
+	to->truesize += done;
+	if (to != msg) {
+		msg->len += done;
+		msg->data_len += done;
+		msg->truesize += done;
+	}
+	return done;
+}
+
+/*
+ * Take up to @len bytes of @src from @off on into the large message by
+ * reference: into the free fragment slots of its last skb, or of a new
+ * empty skb chained after it.
+ *
+ * Context: TCP socket lock held.
+ * Return: bytes taken; 0 with *@err = -ENOMEM when no skb could be had.
+ */
+static unsigned int kcm_rx_ref(struct kcm_psock *psock, struct sk_buff *src,
+			       unsigned int off, unsigned int len, int *err)
+{
+	struct sk_buff *piece;
+	unsigned int n = 0;
+
+	if (psock->rx_copying)
+		kcm_rx_chunk_seal(psock);
+	if (psock->rx_msg)
+		n = kcm_rx_ref_frags(psock, psock->rx_chunk, src, off, len);
+	if (n)
+		return n;
+
+	piece = alloc_skb(0, psock->rx_gfp | __GFP_NOWARN);
+	if (!piece) {
+		kcm_stat_add(&psock->stats.rx_mem_fail, 1);
+		*err = -ENOMEM;
+		return 0;
+	}
+	kcm_rx_msg_append(psock, piece);
+	return kcm_rx_ref_frags(psock, piece, src, off, len);
+}
+
+/*
+ * Start a large message with the @len bytes at the start of the framing
+ * buffer as the linear part of its first skb, carved like a small
+ * message; what follows is referenced or copied behind them.
+ *
+ * Context: TCP socket lock held.
+ * Return: 0 or -ENOMEM.
+ */
+static int kcm_rx_large_head(struct kcm_psock *psock, unsigned int len)
+{
+	struct sk_buff *head = kcm_rx_small_skb(psock, len);
+
+	if (!head) {
+		kcm_stat_add(&psock->stats.rx_mem_fail, 1);
+		return -ENOMEM;
+	}
+	skb_put_data(head, psock->rx_skb->data, len);
+	kcm_rx_msg_append(psock, head);
+	psock->rx_copying = false;
+	return 0;
 }
 
 /*
@@ -805,30 +860,22 @@ static unsigned int kcm_rx_fill(struct kcm_psock *psock,
 				unsigned int len, int *err)
 {
 	unsigned int done = 0, want, n;
-	struct sk_buff *piece;
 
 	*err = 0;
 	while (done < len && psock->rx_msg_fill < psock->rx_msg_len) {
 		want = min(len - done, psock->rx_msg_len - psock->rx_msg_fill);
 		if (kcm_rx_may_ref(src, off + done, want)) {
-			if (psock->rx_msg && psock->rx_copying)
-				kcm_rx_chunk_seal(psock);
-			piece = kcm_rx_ref(psock, src, off + done, want);
-			if (!piece) {
-				*err = -ENOMEM;
+			n = kcm_rx_ref(psock, src, off + done, want, err);
+			if (*err)
 				break;
-			}
-			kcm_rx_msg_append(psock, piece);
-			n = piece->len;
-			psock->rx_chunk_fill = n;
 		} else {
-			if (!psock->rx_msg ||
-			    psock->rx_chunk_fill == psock->rx_chunk->data_len) {
+			if (!psock->rx_copying ||
+			    psock->rx_chunk_fill == psock->rx_chunk->len) {
 				*err = kcm_rx_chunk_add(psock, want);
 				if (*err)
 					break;
 			}
-			n = min(want, psock->rx_chunk->data_len -
+			n = min(want, psock->rx_chunk->len -
 				      psock->rx_chunk_fill);
 			kcm_rx_chunk_copy(psock->rx_chunk, psock->rx_chunk_fill,
 					  src, off + done, n);
@@ -864,9 +911,16 @@ static int kcm_rx_take_large(struct kcm_psock *psock)
 	int err;
 
 	psock->rx_last_large = true;
-	n = kcm_rx_fill(psock, buf, 0,
-			min(buf->len, psock->rx_msg_len - psock->rx_msg_fill),
-			&err);
+	n = min(buf->len, psock->rx_msg_len - psock->rx_msg_fill);
+	if (!psock->rx_msg && n <= KCM_RX_SMALL) {
+		err = kcm_rx_large_head(psock, n);
+		if (!err)
+			psock->rx_msg_fill = n;
+		else
+			n = 0;
+	} else {
+		n = kcm_rx_fill(psock, buf, 0, n, &err);
+	}
 	__skb_pull(buf, n);
 	if (psock->rx_msg)
 		kcm_rx_large_check(psock);

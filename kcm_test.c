@@ -345,20 +345,27 @@ static int kcm_kt_feed_paged(struct kcm_kt *kt, const u8 *data, size_t len,
 	return desc.error ? desc.error : used;
 }
 
+/* Fragments of @skb that are compound pages: the test's TCP pages. */
+static unsigned int kcm_kt_compound_frags(struct sk_buff *skb)
+{
+	unsigned int i, n = 0;
+
+	for (i = 0; i < skb_shinfo(skb)->nr_frags; i++)
+		n += PageCompound(skb_frag_page(&skb_shinfo(skb)->frags[i]));
+	return n;
+}
+
 /*
- * Pieces of @skb (a message) that reference the test's TCP pages (order-2
- * compound pages) rather than hold copies (in order-0 pages).
+ * Fragments of @skb (a message) that reference the test's TCP pages
+ * (order-2 compound pages) rather than hold copies (in order-0 pages).
  */
 static unsigned int kcm_kt_ref_pieces(struct sk_buff *skb)
 {
+	unsigned int n = kcm_kt_compound_frags(skb);
 	struct sk_buff *piece;
-	unsigned int n = 0;
 
-	if (skb_shinfo(skb)->nr_frags)
-		n += PageCompound(skb_frag_page(&skb_shinfo(skb)->frags[0]));
 	skb_walk_frags(skb, piece)
-		n += skb_shinfo(piece)->nr_frags &&
-		     PageCompound(skb_frag_page(&skb_shinfo(piece)->frags[0]));
+		n += kcm_kt_compound_frags(piece);
 	return n;
 }
 
