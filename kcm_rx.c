@@ -589,17 +589,6 @@ static struct sk_buff *kcm_rx_small_skb(struct kcm_psock *psock,
 	return skb;
 }
 
-/* Context: TCP socket lock held.  Drops the psock's fragment cache. */
-static void kcm_rx_frag_drain(struct kcm_psock *psock)
-{
-	struct page_frag_cache *nc = &psock->rx_frag;
-
-	if (!nc->va)
-		return;
-	__page_frag_cache_drain(virt_to_head_page(nc->va), nc->pagecnt_bias);
-	nc->va = NULL;
-}
-
 /* Context: TCP socket lock held.  Cuts a small message from the buffer. */
 static int kcm_rx_emit_small(struct kcm_psock *psock)
 {
@@ -1175,7 +1164,7 @@ void kcm_psock_rx_flush(struct kcm_psock *psock)
 	kfree_skb(psock->rx_skb);
 	psock->rx_skb = NULL;
 	psock->rx_timing = false;
-	kcm_rx_frag_drain(psock);
+	kcm_frag_cache_drain(&psock->rx_frag);
 }
 
 /* ---- reading --------------------------------------------------------- */

@@ -81,23 +81,34 @@ static void kcm_kt_teardown(struct kcm_kt *kt)
 	bpf_prog_destroy(kt->prog);
 }
 
-/* Hands @len bytes to the engine as a TCP skb holding them at @off. */
-static int kcm_kt_feed(struct kcm_kt *kt, const u8 *data, size_t len,
-		       unsigned int off)
+/*
+ * What tcp_read_sock() and its caller do with one TCP skb: the actor on
+ * @len bytes from @off, delivery of the batch, the verdict.  Frees @skb.
+ */
+static int kcm_kt_read(struct kcm_kt *kt, struct sk_buff *skb,
+		       unsigned int off, size_t len)
 {
 	read_descriptor_t desc = { .arg.data = kt->psock, .count = 1 };
-	struct sk_buff *skb = alloc_skb(off + len, GFP_KERNEL);
 	int used;
 
-	if (!skb)
-		return -ENOMEM;
-	memset(skb_put(skb, off), 0xee, off);
-	skb_put_data(skb, data, len);
 	used = kcm_rx_actor(&desc, skb, off, len);
 	kfree_skb(skb);
 	kcm_rx_flush_batch(kt->psock);
 	kcm_rx_read_done(kt->psock, desc.error);
 	return desc.error ? desc.error : used;
+}
+
+/* Hands @len bytes to the engine as a TCP skb holding them at @off. */
+static int kcm_kt_feed(struct kcm_kt *kt, const u8 *data, size_t len,
+		       unsigned int off)
+{
+	struct sk_buff *skb = alloc_skb(off + len, GFP_KERNEL);
+
+	if (!skb)
+		return -ENOMEM;
+	memset(skb_put(skb, off), 0xee, off);
+	skb_put_data(skb, data, len);
+	return kcm_kt_read(kt, skb, off, len);
 }
 
 /* The next framed message, or NULL. */
@@ -315,11 +326,9 @@ static void kcm_kt_large_message(struct kunit *test)
 static int kcm_kt_feed_paged(struct kcm_kt *kt, const u8 *data, size_t len,
 			     size_t linear, size_t frag, bool shared)
 {
-	read_descriptor_t desc = { .arg.data = kt->psock, .count = 1 };
 	struct sk_buff *skb = alloc_skb(linear, GFP_KERNEL);
 	size_t off = linear, n;
 	struct page *page;
-	int used;
 
 	if (!skb)
 		return -ENOMEM;
@@ -338,11 +347,7 @@ static int kcm_kt_feed_paged(struct kcm_kt *kt, const u8 *data, size_t len,
 	}
 	if (shared)
 		skb_shinfo(skb)->flags |= SKBFL_SHARED_FRAG;
-	used = kcm_rx_actor(&desc, skb, 0, skb->len);
-	kfree_skb(skb);
-	kcm_rx_flush_batch(kt->psock);
-	kcm_rx_read_done(kt->psock, desc.error);
-	return desc.error ? desc.error : used;
+	return kcm_kt_read(kt, skb, 0, skb->len);
 }
 
 /* Fragments of @skb that are compound pages: the test's TCP pages. */

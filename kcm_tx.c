@@ -122,6 +122,20 @@ static bool kcm_tx_psock_wanted(struct kcm_mux *mux, struct kcm_psock *psock)
 	       !list_empty_careful(&psock->tx_direct);
 }
 
+/*
+ * @psock, free and off every list, becomes @kcm's.  The byte count of
+ * the quantum restarted when @kcm last gave a psock up.
+ *
+ * Context: mux->lock held.
+ */
+static void __kcm_tx_grant(struct kcm_sock *kcm, struct kcm_psock *psock)
+{
+	lockdep_assert_held(&kcm->mux->lock);
+	kcm_stat_add(&psock->stats.reserved, 1);
+	psock->tx_kcm = kcm;
+	WRITE_ONCE(kcm->tx_psock, psock);
+}
+
 /**
  * __kcm_tx_psock_ready() - a psock is free: give it to a waiter or idle it
  * @mux: its mux
@@ -147,9 +161,7 @@ void __kcm_tx_psock_ready(struct kcm_mux *mux, struct kcm_psock *psock)
 	list_del_init(&kcm->tx_wait_node);
 	kcm->tx_waiting = false;
 	kcm->tx_want = NULL;
-	kcm_stat_add(&psock->stats.reserved, 1);
-	psock->tx_kcm = kcm;
-	WRITE_ONCE(kcm->tx_psock, psock);
+	__kcm_tx_grant(kcm, psock);
 	kcm_tx_kick(kcm);
 }
 
@@ -185,10 +197,7 @@ static struct kcm_psock *__kcm_tx_reserve(struct kcm_sock *kcm)
 					 tx_node);
 	if (psock) {
 		list_del_init(&psock->tx_node);
-		kcm_stat_add(&psock->stats.reserved, 1);
-		psock->tx_kcm = kcm;
-		WRITE_ONCE(kcm->tx_psock, psock);
-		kcm->tx_sent = 0;
+		__kcm_tx_grant(kcm, psock);
 		return psock;
 	}
 	if (kcm->tx_waiting && kcm->tx_want) {
@@ -205,15 +214,21 @@ static struct kcm_psock *__kcm_tx_reserve(struct kcm_sock *kcm)
 	return NULL;
 }
 
-/* Context: mux->lock held.  Gives the socket's psock back. */
+/*
+ * Gives the socket's psock back; its next one gets a fresh quantum.
+ *
+ * Context: mux->lock held, and lock_sock(kcm), which guards tx_sent.
+ */
 static void __kcm_tx_unreserve(struct kcm_sock *kcm)
 {
 	struct kcm_psock *psock = kcm->tx_psock;
 
 	lockdep_assert_held(&kcm->mux->lock);
+	sock_owned_by_me(&kcm->sk);
 	if (!psock)
 		return;
 
+	kcm->tx_sent = 0;
 	WRITE_ONCE(kcm->tx_psock, NULL);
 	WRITE_ONCE(kcm->tx_idle_hold, false);
 	psock->tx_kcm = NULL;
@@ -254,10 +269,7 @@ static struct kcm_psock *__kcm_tx_reserve_id(struct kcm_sock *kcm, u32 id)
 
 	if (!list_empty(&psock->tx_node)) {
 		list_del_init(&psock->tx_node);
-		kcm_stat_add(&psock->stats.reserved, 1);
-		psock->tx_kcm = kcm;
-		WRITE_ONCE(kcm->tx_psock, psock);
-		kcm->tx_sent = 0;
+		__kcm_tx_grant(kcm, psock);
 		return psock;
 	}
 	list_add_tail(&kcm->tx_wait_node, &psock->tx_direct);
@@ -349,7 +361,6 @@ static void kcm_tx_maybe_yield(struct kcm_sock *kcm)
 		__kcm_tx_reserve(kcm);
 	}
 	spin_unlock_bh(&mux->lock);
-	kcm->tx_sent = 0;
 }
 
 /* ---- writing to TCP ---------------------------------------------------- */
@@ -498,6 +509,7 @@ static void kcm_tx_fail(struct kcm_sock *kcm, struct kcm_psock *psock,
 	psock->tx_kcm = NULL;
 	WRITE_ONCE(kcm->tx_psock, NULL);
 	WRITE_ONCE(kcm->tx_idle_hold, false);
+	kcm->tx_sent = 0;
 	kcm_stat_add(&psock->stats.unreserved, 1);
 	if (retry)
 		mux->mstats.tx_retries++;
@@ -1087,17 +1099,6 @@ static void __kcm_tx_orphan(struct kcm_sock *kcm, struct kcm_psock *psock)
 	queue_work(system_wq, &psock->tx_work);
 }
 
-/* Context: lock_sock(kcm) held.  Drops the socket's fragment cache. */
-static void kcm_tx_frag_drain(struct kcm_sock *kcm)
-{
-	struct page_frag_cache *nc = &kcm->tx_frag;
-
-	if (!nc->va)
-		return;
-	__page_frag_cache_drain(virt_to_head_page(nc->va), nc->pagecnt_bias);
-	nc->va = NULL;
-}
-
 /**
  * kcm_tx_sock_leave() - a closing socket gives up its psock and its queue
  * @kcm: a socket being released
@@ -1138,7 +1139,7 @@ void kcm_tx_sock_leave(struct kcm_sock *kcm)
 	__skb_queue_purge(&sk->sk_write_queue);
 	kfree_skb(kcm->tx_partial);
 	kcm->tx_partial = NULL;
-	kcm_tx_frag_drain(kcm);
+	kcm_frag_cache_drain(&kcm->tx_frag);
 }
 
 /**
