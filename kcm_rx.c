@@ -564,31 +564,6 @@ static int kcm_rx_buf_room(struct kcm_psock *psock)
 	return 0;
 }
 
-/*
- * An skb for a small message, its head carved from the psock's page
- * fragment cache: no kmalloc() per message, and (with init_on_alloc) only
- * the bytes the message uses are ever zeroed, once per page.
- *
- * Context: TCP socket lock held, which serialises the fragment cache.
- */
-static struct sk_buff *kcm_rx_small_skb(struct kcm_psock *psock,
-					unsigned int len)
-{
-	unsigned int size = SKB_DATA_ALIGN(len) +
-			    SKB_DATA_ALIGN(sizeof(struct skb_shared_info));
-	struct sk_buff *skb;
-	void *data;
-
-	data = page_frag_alloc(&psock->rx_frag, size,
-			       psock->rx_gfp | __GFP_NOWARN);
-	if (!data)
-		return NULL;
-	skb = build_skb(data, size);
-	if (!skb)
-		skb_free_frag(data);
-	return skb;
-}
-
 /* Context: TCP socket lock held.  Cuts a small message from the buffer. */
 static int kcm_rx_emit_small(struct kcm_psock *psock)
 {
@@ -596,7 +571,8 @@ static int kcm_rx_emit_small(struct kcm_psock *psock)
 	unsigned int len = psock->rx_msg_len;
 	struct sk_buff *skb;
 
-	skb = kcm_rx_small_skb(psock, len);
+	skb = kcm_frag_skb(&psock->rx_frag, len,
+			   psock->rx_gfp | __GFP_NOWARN);
 	if (!skb) {
 		kcm_stat_add(&psock->stats.rx_mem_fail, 1);
 		return -ENOMEM;
@@ -825,7 +801,8 @@ static unsigned int kcm_rx_ref(struct kcm_psock *psock, struct sk_buff *src,
  */
 static int kcm_rx_large_head(struct kcm_psock *psock, unsigned int len)
 {
-	struct sk_buff *head = kcm_rx_small_skb(psock, len);
+	struct sk_buff *head = kcm_frag_skb(&psock->rx_frag, len,
+					    psock->rx_gfp | __GFP_NOWARN);
 
 	if (!head) {
 		kcm_stat_add(&psock->stats.rx_mem_fail, 1);

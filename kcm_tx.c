@@ -813,33 +813,6 @@ static int kcm_tx_wait_room(struct kcm_sock *kcm, size_t len, long *timeo)
 	return 0;
 }
 
-/*
- * A linear skb of @size bytes carved from the socket's page fragment
- * cache: no kmalloc() per message, and TCP can take the bytes by
- * reference (kcm_tx_send_piece()).
- *
- * Context: lock_sock(kcm) held, which serialises the fragment cache.
- */
-static struct sk_buff *kcm_tx_alloc_small(struct kcm_sock *kcm,
-					  unsigned int size)
-{
-	unsigned int fragsz = SKB_DATA_ALIGN(size) +
-			      SKB_DATA_ALIGN(sizeof(struct skb_shared_info));
-	struct sk_buff *skb;
-	void *data;
-
-	data = page_frag_alloc(&kcm->tx_frag, fragsz, GFP_KERNEL);
-	if (!data)
-		return NULL;
-	skb = build_skb(data, fragsz);
-	if (!skb) {
-		skb_free_frag(data);
-		return NULL;
-	}
-	skb_put(skb, size);
-	return skb;
-}
-
 /* Context: lock_sock(kcm) held, process context.  An empty chunk. */
 static struct sk_buff *kcm_tx_alloc_chunk(struct kcm_sock *kcm,
 					  unsigned int size)
@@ -847,8 +820,13 @@ static struct sk_buff *kcm_tx_alloc_chunk(struct kcm_sock *kcm,
 	struct sk_buff *skb;
 	int err;
 
-	if (size <= KCM_TX_LINEAR)
-		return kcm_tx_alloc_small(kcm, size);
+	/* TCP takes such a head by reference: see kcm_tx_send_piece(). */
+	if (size <= KCM_TX_LINEAR) {
+		skb = kcm_frag_skb(&kcm->tx_frag, size, GFP_KERNEL);
+		if (skb)
+			skb_put(skb, size);
+		return skb;
+	}
 	skb = alloc_skb_with_frags(0, size, PAGE_ALLOC_COSTLY_ORDER, &err,
 				   GFP_KERNEL);
 	if (skb) {
