@@ -156,13 +156,33 @@ static void kcm_kt_expect(struct kunit *test, struct kcm_kt *kt,
 	KUNIT_EXPECT_NULL(test, kcm_kt_take(kt));
 }
 
+/*
+ * Feeds the @n bytes of @stream in two skbs cut at every point (every
+ * byte up to 100, then every 37th), the first part at an in-skb offset;
+ * the @nmsg messages of lengths @lens come out whole every time.
+ */
+static void kcm_kt_every_cut(struct kunit *test, struct kcm_kt *kt,
+			     const u8 *stream, size_t n, const size_t *lens,
+			     int nmsg)
+{
+	size_t cut;
+
+	for (cut = 0; cut <= n; cut += cut < 100 ? 1 : 37) {
+		KUNIT_ASSERT_EQ(test, kcm_kt_feed(kt, stream, cut, cut % 7),
+				(int)cut);
+		KUNIT_ASSERT_EQ(test, kcm_kt_feed(kt, stream + cut, n - cut, 0),
+				(int)(n - cut));
+		kcm_kt_expect(test, kt, stream, lens, nmsg);
+	}
+}
+
 /* Three messages (empty, small, past the small-message cut) split at
  * every byte: they come out whole every time.
  */
 static void kcm_kt_every_split(struct kunit *test)
 {
 	static u8 stream[4 + 4 + 60 + 4 + 3000];
-	size_t lens[3], n = 0, cut;
+	size_t lens[3], n = 0;
 	struct kcm_kt *kt;
 
 	lens[0] = kcm_kt_msg(stream, 0, 1);
@@ -173,13 +193,7 @@ static void kcm_kt_every_split(struct kunit *test)
 	n += lens[2];
 
 	kt = kcm_kt_setup(test, kcm_kt_len4, ARRAY_SIZE(kcm_kt_len4));
-	for (cut = 0; cut <= n; cut += cut < 100 ? 1 : 37) {
-		KUNIT_ASSERT_EQ(test, kcm_kt_feed(kt, stream, cut, cut % 7),
-				(int)cut);
-		KUNIT_ASSERT_EQ(test, kcm_kt_feed(kt, stream + cut, n - cut, 0),
-				(int)(n - cut));
-		kcm_kt_expect(test, kt, stream, lens, 3);
-	}
+	kcm_kt_every_cut(test, kt, stream, n, lens, 3);
 	KUNIT_EXPECT_FALSE(test, kt->psock->rx_stopped);
 	kcm_kt_teardown(kt);
 }
@@ -528,7 +542,7 @@ static void kcm_kt_lenfield(struct kunit *test)
 		.kind = KCM_PARSER_LENFIELD, .offset = 1, .width = 2,
 		.le = true, .adjust = 3, .max_len = 3003,
 	};
-	size_t lens[3], n = 0, cut;
+	size_t lens[3], n = 0;
 	struct kcm_kt *kt;
 
 	lens[0] = kcm_kt_msg_le16(stream, 0, 1);
@@ -540,13 +554,7 @@ static void kcm_kt_lenfield(struct kunit *test)
 
 	kt = kcm_kt_setup(test, kcm_kt_len4, ARRAY_SIZE(kcm_kt_len4));
 	kt->psock->parser = lf;
-	for (cut = 0; cut <= n; cut += cut < 100 ? 1 : 37) {
-		KUNIT_ASSERT_EQ(test, kcm_kt_feed(kt, stream, cut, cut % 7),
-				(int)cut);
-		KUNIT_ASSERT_EQ(test, kcm_kt_feed(kt, stream + cut, n - cut, 0),
-				(int)(n - cut));
-		kcm_kt_expect(test, kt, stream, lens, 3);
-	}
+	kcm_kt_every_cut(test, kt, stream, n, lens, 3);
 	KUNIT_EXPECT_FALSE(test, kt->psock->rx_stopped);
 
 	/* 3001 + 3 is one byte over the maximum. */
