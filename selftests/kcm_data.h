@@ -199,6 +199,26 @@ static inline int kcm_read_full(int fd, char *buf, size_t len)
 	return 0;
 }
 
+/*
+ * Reads one length-prefixed message from a TCP stream into @buf: its size,
+ * -1 when it is longer than @cap, -2 on a read error or end of stream.
+ */
+static inline long kcm_tcp_read_msg(int fd, char *buf, size_t cap)
+{
+	uint32_t hdr;
+	size_t plen;
+
+	if (kcm_read_full(fd, buf, KCM_HDR))
+		return -2;
+	memcpy(&hdr, buf, KCM_HDR);
+	plen = ntohl(hdr);
+	if (KCM_HDR + plen > cap)
+		return -1;
+	if (kcm_read_full(fd, buf + KCM_HDR, plen))
+		return -2;
+	return KCM_HDR + plen;
+}
+
 /* Sends messages @first..@first+@n-1 of @plen bytes in one write. */
 static inline int kcm_send_msgs(int fd, uint32_t first, int n, size_t plen)
 {

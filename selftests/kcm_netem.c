@@ -94,18 +94,9 @@ static int send_seq(int fd, uint32_t seq)
 /* Reads one message from a TCP stream: its seq, -1 bad, -2 error/EOF. */
 static long tcp_read_msg(int fd, char *buf)
 {
-	uint32_t hdr;
-	size_t plen;
+	long n = kcm_tcp_read_msg(fd, buf, MSG_MAX);
 
-	if (kcm_read_full(fd, buf, KCM_HDR))
-		return -2;
-	memcpy(&hdr, buf, KCM_HDR);
-	plen = ntohl(hdr);
-	if (KCM_HDR + plen > MSG_MAX)
-		return -1;
-	if (kcm_read_full(fd, buf + KCM_HDR, plen))
-		return -2;
-	return msg_check(buf, KCM_HDR + plen);
+	return n < 0 ? n : msg_check(buf, n);
 }
 
 /* Receives one message on a KCM socket: its seq, -1 bad, -2 error. */

@@ -18,19 +18,12 @@
 
 static char sbuf[1 << 20];
 
-/* Reads one length-prefixed message from a TCP stream; returns its seq. */
+/* Reads one message from a TCP stream: its seq, or a negative number. */
 static long tcp_read_msg(int fd, char *buf, size_t cap)
 {
-	uint32_t hdr;
-	size_t plen;
+	long n = kcm_tcp_read_msg(fd, buf, cap);
 
-	if (kcm_read_full(fd, buf, KCM_HDR))
-		return -2;
-	memcpy(&hdr, buf, KCM_HDR);
-	plen = ntohl(hdr);
-	if (plen + KCM_HDR > cap || kcm_read_full(fd, buf + KCM_HDR, plen))
-		return -3;
-	return kcm_msg_check(buf, KCM_HDR + plen);
+	return n < 0 ? n : kcm_msg_check(buf, n);
 }
 
 static ssize_t send_msg(int fd, size_t plen, uint32_t seq, int flags)
