@@ -234,6 +234,58 @@ TEST_DIFFERS(ext_tx_dropped, "no /proc/net/kcm_ext: the extended view is ours")
 	close(kcm);
 }
 
+/*
+ * A full socket leaves the receive rotation and rejoins only once its
+ * reader has drained half of its buffer: reads above that leave the
+ * messages held on the mux where they are; the read that crosses it
+ * pulls a run of them.  Every message still arrives, in order.
+ */
+TEST_DIFFERS(ext_rejoin_half_drained,
+	     "no /proc/net/kcm_ext: the extended view is ours")
+{
+	enum { N = 40 };
+	long long rmem, per_msg, q, held, held0;
+	int kcm, peer, local, rcvbuf = 4096, i = 0, quiet = 0;
+	char line[1024], buf[256];
+
+	kcm_enter_netns();
+	kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+	ASSERT_OK(setsockopt(kcm, SOL_SOCKET, SO_RCVBUF, &rcvbuf,
+			     sizeof(rcvbuf)));
+	rcvbuf = kcm_sockopt_int(kcm, SOL_SOCKET, SO_RCVBUF);
+	ASSERT_OK(kcm_send_msgs(peer, 0, N, 60));
+	usleep(300000);
+	ASSERT_OK(kcm_ext_find("mux", NULL, NULL, line, sizeof(line)));
+	held0 = kcm_ext_num(line, "rx_hold");
+	ASSERT_GT(held0, 0);
+
+	for (;;) {
+		ASSERT_OK(kcm_ext_find("kcm", NULL, NULL, line, sizeof(line)));
+		rmem = kcm_ext_num(line, "rmem");
+		q = kcm_ext_num(line, "recv_q");
+		ASSERT_GT(q, 0);
+		per_msg = rmem / q;
+		ASSERT_EQ(kcm_recv_check(kcm, buf, sizeof(buf)), i);
+		i++;
+		ASSERT_OK(kcm_ext_find("mux", NULL, NULL, line, sizeof(line)));
+		held = kcm_ext_num(line, "rx_hold");
+		if (rmem - per_msg > rcvbuf / 2) {
+			/* Still more than half full: nothing moved. */
+			ASSERT_EQ(held, held0);
+			quiet++;
+			continue;
+		}
+		ASSERT_LT(held, held0);
+		break;
+	}
+	TH_LOG("%d reads left %lld held messages alone, the next took %lld",
+	       quiet, held0, held0 - held);
+	ASSERT_GT(quiet, 0);
+	for (; i < N; i++)
+		ASSERT_EQ(kcm_recv_check(kcm, buf, sizeof(buf)), i);
+	close(kcm);
+}
+
 /* Unattach takes the psock line away and is counted on the mux line. */
 TEST_DIFFERS(ext_unattach, "no /proc/net/kcm_ext: the extended view is ours")
 {
