@@ -45,7 +45,9 @@ KCM_MODULE ?= ours
 BUILD := $(CURDIR)/.build
 VM := tools/testing/vm/vm.sh
 TIMEOUT ?= 900
-DEBUG := $(BUILD)/debug
+# DEBUG_LINE=6.12: the debug kernel from linux-source-6.12
+DEBUG_LINE ?= 6.1
+DEBUG := $(BUILD)/debug$(if $(filter-out 6.1,$(DEBUG_LINE)),-$(DEBUG_LINE))
 DEBUG_TIMEOUT ?= 1500
 # KCM_TESTS=...: only these selftests on the debug kernel
 KCM_TESTS ?=
@@ -155,13 +157,14 @@ profile-on:
 	tools/testing/profile.sh --kver $(KVER) --module $(GUEST_KO) $(PROFILE_ARGS)
 
 # The kernel build is cached outside the repo (tools/testing/debug-kernel.sh).
+# DEBUG_LINE=6.12: built from linux-source-6.12 instead of 6.1.
 debug-kernel: deps-check
-	tools/testing/debug-kernel.sh --out $(DEBUG)
+	tools/testing/debug-kernel.sh --out $(DEBUG) --line $(DEBUG_LINE)
 
 # Same summary line as check.  The guest side is tools/testing/vm/debug-run.sh;
 # the lint gate and the rig's pattern test belong to 'make check'.
 check-debug: deps-check
-	@tools/testing/debug-kernel.sh --out $(DEBUG) || \
+	@tools/testing/debug-kernel.sh --out $(DEBUG) --line $(DEBUG_LINE) || \
 		{ echo "kcm: debug kernel build failed"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 	@$(MAKE) --no-print-directory selftests tools >$(DEBUG)/build.log 2>&1 || \
 		{ cat $(DEBUG)/build.log; echo "kcm: build failed"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }

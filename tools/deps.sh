@@ -20,6 +20,22 @@ PKGS=(
 	clang libbpf-dev libelf-dev zlib1g-dev
 )
 
+# The other kernels the tree is tested on (make check KVER=..., the 6.12
+# debug kernel): 'deps.sh install' (CI, make deps) adds them.
+KERNEL_PKGS=(
+	linux-image-6.12-amd64 linux-headers-6.12-amd64
+	linux-image-6.12-rt-amd64 linux-headers-6.12-rt-amd64
+	linux-source-6.12
+)
+
+# Ubuntu names its kernel packages by flavour and has one linux-source.
+if [ -r /etc/os-release ] && grep -qx 'ID=ubuntu' /etc/os-release; then
+	PKGS=("${PKGS[@]/linux-headers-amd64/linux-headers-generic}")
+	PKGS=("${PKGS[@]/linux-image-amd64/linux-image-generic}")
+	PKGS=("${PKGS[@]/linux-source-6.1/linux-source}")
+	KERNEL_PKGS=()
+fi
+
 missing() {
 	local p
 	for p in "${PKGS[@]}"; do
@@ -40,7 +56,7 @@ can_install() {
 
 case "${1:-ensure}" in
 install)
-	install "${PKGS[@]}"
+	install "${PKGS[@]}" "${KERNEL_PKGS[@]}"
 	;;
 ensure)
 	command -v dpkg-query >/dev/null || {

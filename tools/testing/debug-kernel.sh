@@ -2,11 +2,11 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Build (or reuse) the debug kernel of 'make check-debug': the distro's
-# linux-source-6.1 with net/kcm replaced by this tree, KASAN, lockdep,
+# linux-source-6.1 (or --line 6.12: linux-source-6.12) with net/kcm replaced by this tree, KASAN, lockdep,
 # kmemleak and friends (tools/testing/debug-kernel.config), and our kcm.ko
 # built in the kernel tree as net/kcm/kcm.ko.
 #
-#   debug-kernel.sh [--out DIR] [--jobs N]
+#   debug-kernel.sh [--out DIR] [--jobs N] [--line 6.1|6.12]
 #
 # Leaves in DIR (default .build/debug): bzImage, kcm.ko, kernel.release,
 # config, kunit/ (any other module built in net/kcm, e.g. a KUnit suite).
@@ -24,14 +24,13 @@
 # recently used kernels are kept.
 #
 # Environment: KCM_CACHE, KCM_JOBS (nproc + 1), KCM_DEBUG_KEEP,
-#   KCM_LINUX_SOURCE (/usr/src/linux-source-6.1.tar.xz).
+#   KCM_LINUX_SOURCE (/usr/src/linux-source-LINE.tar.xz).
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
 self=$top/tools/testing/debug-kernel.sh
 fragment=$top/tools/testing/debug-kernel.config
-pkg=linux-source-6.1
-tarball=${KCM_LINUX_SOURCE:-/usr/src/$pkg.tar.xz}
+line=6.1
 cache=${KCM_CACHE:-${HOME:-/tmp}/.cache/kcm}/debug-kernel
 out=$top/.build/debug
 jobs=${KCM_JOBS:-$(($(nproc) + 1))}
@@ -42,9 +41,19 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	--out) out=$2; shift 2 ;;
 	--jobs) jobs=$2; shift 2 ;;
-	*) echo "usage: $0 [--out DIR] [--jobs N]" >&2; exit 2 ;;
+	--line) line=$2; shift 2 ;;
+	*) echo "usage: $0 [--out DIR] [--jobs N] [--line 6.1|6.12]" >&2; exit 2 ;;
 	esac
 done
+pkg=linux-source-$line
+tarball=${KCM_LINUX_SOURCE:-/usr/src/$pkg.tar.xz}
+# A kernel line may need more: debug-kernel-LINE.config joins the fragment.
+if [ -f "$top/tools/testing/debug-kernel-$line.config" ]; then
+	joined=$(mktemp)
+	trap 'rm -f "$joined"' EXIT
+	cat "$fragment" "$top/tools/testing/debug-kernel-$line.config" >"$joined"
+	fragment=$joined
+fi
 
 say() {
 	echo "# debug kernel: $*"
