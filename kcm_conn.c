@@ -58,19 +58,32 @@ void kcm_conn_rx_cmsg(struct kcm_sock *kcm, struct msghdr *msg,
 		put_cmsg(msg, SOL_KCM, KCM_CONN_ID, sizeof(id), &id);
 }
 
+/**
+ * __kcm_conn_tx_errno() - why a connection can no longer carry messages
+ * @psock: the connection, or NULL when no connection has the id
+ *
+ * An unattached connection is gone (ENOENT) from the moment its unattach
+ * begins, whatever the order in which a sender looks at it; one whose
+ * transmission failed is broken (EPIPE).
+ *
+ * Context: mux->lock held.
+ * Return: 0 when it transmits, -ENOENT or -EPIPE.
+ */
+int __kcm_conn_tx_errno(const struct kcm_psock *psock)
+{
+	if (!psock || psock->tx_gone)
+		return -ENOENT;
+	return psock->tx_stopped ? -EPIPE : 0;
+}
+
 /* Context: mux->lock not held; takes it.  Can @id carry a message now? */
 static int kcm_conn_check(struct kcm_sock *kcm, u32 id)
 {
 	struct kcm_mux *mux = kcm->mux;
-	struct kcm_psock *psock;
-	int err = 0;
+	int err;
 
 	spin_lock_bh(&mux->lock);
-	psock = __kcm_mux_psock_by_id(mux, id);
-	if (!psock)
-		err = -ENOENT;
-	else if (READ_ONCE(psock->tx_stopped))
-		err = -EPIPE;
+	err = __kcm_conn_tx_errno(__kcm_mux_psock_by_id(mux, id));
 	spin_unlock_bh(&mux->lock);
 	return err;
 }
@@ -86,8 +99,8 @@ static int kcm_conn_check(struct kcm_sock *kcm, u32 id)
  * Context: process context, lock_sock(kcm) held.
  * Return: 0; -EINVAL for a malformed control message, an unknown SOL_KCM
  * one, or an address that differs from the one the message being built
- * already has; -ENOENT when no connection has the id; -EPIPE when it no longer
- * transmits.
+ * already has; -ENOENT when no connection has the id or it is being
+ * unattached; -EPIPE when its transmission failed.
  */
 int kcm_conn_tx_cmsg(struct kcm_sock *kcm, struct msghdr *msg,
 		     struct kcm_tx_msg *to)

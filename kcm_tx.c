@@ -69,6 +69,8 @@
 #define KCM_TX_RETRY		(HZ / 10)
 /* Bytes a socket writes before it lets a waiting socket have its psock. */
 #define KCM_TX_QUANTUM		(256 * 1024)
+/* Longest a batched message waits for the end of its batch. */
+#define KCM_TX_BATCH_WAIT	1
 
 /* ---- reservation (mux->lock) ------------------------------------------ */
 
@@ -248,13 +250,13 @@ static struct kcm_psock *__kcm_tx_reserve_id(struct kcm_sock *kcm, u32 id)
 {
 	struct kcm_mux *mux = kcm->mux;
 	struct kcm_psock *psock;
+	int err;
 
 	lockdep_assert_held(&mux->lock);
 	psock = __kcm_mux_psock_by_id(mux, id);
-	if (!psock)
-		return ERR_PTR(-ENOENT);
-	if (psock->tx_stopped)
-		return ERR_PTR(-EPIPE);
+	err = __kcm_conn_tx_errno(psock);
+	if (err)
+		return ERR_PTR(err);
 	if (kcm->tx_psock == psock)
 		return psock;
 	if (kcm->tx_waiting) {
@@ -490,14 +492,15 @@ static void kcm_tx_post_error(struct sock *csk, int err)
 }
 
 /*
- * Writing to @psock failed: stop transmitting on it, tell its TCP socket,
- * and send the message again from the start on another psock (@retry;
- * an addressed message is dropped instead, by kcm_tx_drop()).
+ * Writing @skb to @psock failed: stop transmitting on it, tell its TCP
+ * socket, and send the message again from the start on another psock (an
+ * addressed message is dropped instead, by kcm_tx_drop_conn()).  It is
+ * counted as a retry once it has gone out elsewhere (kcm_tx_done()).
  *
  * Context: lock_sock(kcm) held; takes mux->lock.
  */
 static void kcm_tx_fail(struct kcm_sock *kcm, struct kcm_psock *psock,
-			int err, bool retry)
+			struct sk_buff *skb, int err)
 {
 	struct kcm_mux *mux = kcm->mux;
 
@@ -511,16 +514,23 @@ static void kcm_tx_fail(struct kcm_sock *kcm, struct kcm_psock *psock,
 	WRITE_ONCE(kcm->tx_idle_hold, false);
 	kcm->tx_sent = 0;
 	kcm_stat_add(&psock->stats.unreserved, 1);
-	if (retry)
-		mux->mstats.tx_retries++;
 	spin_unlock_bh(&mux->lock);
 	kcm->tx_offset = 0;
+	if (!kcm_tx_msg(skb)->directed)
+		kcm_tx_msg(skb)->retried = true;
 }
 
 /* Context: lock_sock(kcm) held.  The first queued message is written. */
 static void kcm_tx_done(struct kcm_sock *kcm, struct kcm_psock *psock,
 			struct sk_buff *skb)
 {
+	struct kcm_mux *mux = kcm->mux;
+
+	if (unlikely(kcm_tx_msg(skb)->retried)) {
+		spin_lock_bh(&mux->lock);
+		mux->mstats.tx_retries++;
+		spin_unlock_bh(&mux->lock);
+	}
 	__skb_unlink(skb, &kcm->sk.sk_write_queue);
 	kcm->tx_offset = 0;
 	kcm_stat_add(&kcm->stats.tx_msgs, 1);
@@ -531,22 +541,32 @@ static void kcm_tx_done(struct kcm_sock *kcm, struct kcm_psock *psock,
 }
 
 /*
- * The message at the head of the queue is addressed to a connection that
- * is gone (-ENOENT) or stopped (-EPIPE): drop it, count it, and report
- * the error once, as the socket's error.
+ * The message at the head of the queue is addressed to connection @id,
+ * which is gone (-ENOENT) or stopped (-EPIPE) for good: drop it and every
+ * other queued message addressed to @id, count them, and report the error
+ * once, as the socket's error.
  *
  * Context: lock_sock(kcm) held; takes mux->lock.
  */
-static void kcm_tx_drop(struct kcm_sock *kcm, struct sk_buff *skb, int err)
+static void kcm_tx_drop_conn(struct kcm_sock *kcm, u32 id, int err)
 {
+	struct sk_buff_head *queue = &kcm->sk.sk_write_queue;
 	struct kcm_mux *mux = kcm->mux;
 	struct sock *sk = &kcm->sk;
+	struct sk_buff *skb, *tmp;
+	unsigned int dropped = 0;
 
-	__skb_unlink(skb, &sk->sk_write_queue);
+	sock_owned_by_me(sk);
 	kcm->tx_offset = 0;
-	kfree_skb(skb);
+	skb_queue_walk_safe(queue, skb, tmp) {
+		if (!kcm_tx_msg(skb)->directed || kcm_tx_msg(skb)->conn_id != id)
+			continue;
+		__skb_unlink(skb, queue);
+		kfree_skb(skb);
+		dropped++;
+	}
 	spin_lock_bh(&mux->lock);
-	mux->mstats.tx_dropped++;
+	mux->mstats.tx_dropped += dropped;
 	spin_unlock_bh(&mux->lock);
 	WRITE_ONCE(sk->sk_err, -err);
 	sk_error_report(sk);
@@ -569,7 +589,8 @@ static void kcm_tx_push(struct kcm_sock *kcm)
 	while ((skb = skb_peek(queue))) {
 		psock = kcm_tx_reserve(kcm, skb);
 		if (IS_ERR(psock)) {
-			kcm_tx_drop(kcm, skb, PTR_ERR(psock));
+			kcm_tx_drop_conn(kcm, kcm_tx_msg(skb)->conn_id,
+					 PTR_ERR(psock));
 			continue;
 		}
 		if (!psock)
@@ -588,7 +609,7 @@ static void kcm_tx_push(struct kcm_sock *kcm)
 			return;
 		}
 		if (err) {
-			kcm_tx_fail(kcm, psock, err, !kcm_tx_msg(skb)->directed);
+			kcm_tx_fail(kcm, psock, skb, err);
 			continue;
 		}
 		kcm_tx_done(kcm, psock, skb);
@@ -713,6 +734,25 @@ void kcm_psock_tx_init(struct kcm_psock *psock)
 	INIT_WORK(&psock->tx_work, kcm_psock_tx_work);
 }
 
+/*
+ * The message at the head of @kcm's queue was partly written to @psock,
+ * which is going away: it starts again from the beginning elsewhere (and
+ * counts as a retry once it has gone out), or, addressed to @psock, it is
+ * dropped by the next push.
+ *
+ * Context: lock_sock(kcm) and mux->lock held.
+ */
+static void __kcm_tx_abort_head(struct kcm_sock *kcm, struct kcm_psock *psock)
+{
+	struct sk_buff *skb = skb_peek(&kcm->sk.sk_write_queue);
+
+	sock_owned_by_me(&kcm->sk);
+	lockdep_assert_held(&kcm->mux->lock);
+	kcm_stat_add(&psock->stats.tx_aborts, 1);
+	if (skb && !kcm_tx_msg(skb)->directed)
+		kcm_tx_msg(skb)->retried = true;
+}
+
 /**
  * kcm_psock_tx_detach() - stop transmitting on a psock being unattached
  * @psock: a psock whose TCP callbacks are restored
@@ -731,6 +771,7 @@ void kcm_psock_tx_detach(struct kcm_psock *psock)
 	lockdep_assert_held(&mux->psock_mutex);
 	spin_lock_bh(&mux->lock);
 	WRITE_ONCE(psock->tx_stopped, true);
+	psock->tx_gone = true;
 	list_del_init(&psock->tx_node);
 	__kcm_tx_wake_direct(psock);
 	kcm = psock->tx_kcm;
@@ -743,10 +784,8 @@ void kcm_psock_tx_detach(struct kcm_psock *psock)
 		spin_lock_bh(&mux->lock);
 		if (psock->tx_kcm == kcm) {
 			mux->mstats.unattach_rsvd++;
-			if (kcm->tx_offset) {
-				mux->mstats.tx_retries++;
-				kcm_stat_add(&psock->stats.tx_aborts, 1);
-			}
+			if (kcm->tx_offset)
+				__kcm_tx_abort_head(kcm, psock);
 			kcm_stat_add(&psock->stats.unreserved, 1);
 			psock->tx_kcm = NULL;
 			WRITE_ONCE(kcm->tx_psock, NULL);
@@ -919,6 +958,31 @@ static void kcm_tx_end(struct kcm_sock *kcm)
 	kcm->tx_partial = NULL;
 }
 
+/*
+ * A send call is over: @ended says it ended a message, @failed that it
+ * returns an error.
+ * A message ended outside a batch, and any error (a batch cut short by a
+ * fault, a bad address, a signal or a full buffer under MSG_DONTWAIT),
+ * push what is queued, so that every message a call reported as sent is
+ * on its way.  A message ended inside a batch arms tx_work, which pushes
+ * it after KCM_TX_BATCH_WAIT, for batches that end where this socket does
+ * not see it: sendmmsg() stopping at a bad msghdr, or MSG_BATCH set by
+ * hand on the last message.
+ *
+ * Context: lock_sock(kcm) held, process context.
+ */
+static void kcm_tx_call_end(struct kcm_sock *kcm, int flags, bool ended,
+			    bool failed)
+{
+	if (skb_queue_empty(&kcm->sk.sk_write_queue))
+		return;
+	if (failed || (ended && !(flags & MSG_BATCH)))
+		kcm_tx_push(kcm);
+	else if (ended)
+		queue_delayed_work(system_wq, &kcm->tx_work,
+				   KCM_TX_BATCH_WAIT);
+}
+
 /* Context: lock_sock(kcm) held.  May @len more bytes join the message? */
 static int kcm_tx_check_size(struct kcm_sock *kcm, size_t len)
 {
@@ -969,13 +1033,11 @@ int kcm_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
 		goto out;
 
 	kcm_conn_tx_set(kcm, &to);
-	if (eor) {
+	if (eor)
 		kcm_tx_end(kcm);
-		if (!(flags & MSG_BATCH))
-			kcm_tx_push(kcm);
-	}
 	err = len;
 out:
+	kcm_tx_call_end(kcm, flags, eor && err >= 0, err < 0);
 	release_sock(sk);
 	return err;
 }
@@ -1019,6 +1081,7 @@ ssize_t kcm_sendpage(struct socket *sock, struct page *page, int offset,
 {
 	struct sock *sk = sock->sk;
 	struct kcm_sock *kcm = kcm_sk(sk);
+	bool eor = false;
 	long timeo;
 	int err;
 
@@ -1037,13 +1100,12 @@ ssize_t kcm_sendpage(struct socket *sock, struct page *page, int offset,
 	if (err)
 		goto out;
 
-	if (!(flags & (MSG_MORE | MSG_SENDPAGE_NOTLAST))) {
+	eor = !(flags & (MSG_MORE | MSG_SENDPAGE_NOTLAST));
+	if (eor)
 		kcm_tx_end(kcm);
-		if (!(flags & MSG_BATCH))
-			kcm_tx_push(kcm);
-	}
 	err = size;
 out:
+	kcm_tx_call_end(kcm, flags, eor && err >= 0, err < 0);
 	release_sock(sk);
 	return err;
 }

@@ -817,6 +817,133 @@ TEST_DIFFERS(conn_id_stopped_connection,
 	check_tx(m.kcm, m.client[0], 5);
 }
 
+/* Fills @ctl with a KCM_CONN_ID control message for @id and points @msg at it. */
+static void set_conn_cmsg(struct msghdr *msg, char *ctl, size_t size, __u32 id)
+{
+	struct cmsghdr *cmsg;
+
+	memset(ctl, 0, size);
+	msg->msg_control = ctl;
+	msg->msg_controllen = CMSG_SPACE(sizeof(id));
+	cmsg = CMSG_FIRSTHDR(msg);
+	cmsg->cmsg_level = SOL_KCM;
+	cmsg->cmsg_type = KCM_CONN_ID;
+	cmsg->cmsg_len = CMSG_LEN(sizeof(id));
+	memcpy(CMSG_DATA(cmsg), &id, sizeof(id));
+}
+
+/* A sendmmsg() stopped by an unknown connection: the first two go now. */
+TEST_DIFFERS(conn_id_mmsg_cut_short, NO_CMSG)
+{
+	enum { N = 5 };
+	static char bufs[N][64], ctl[N][CMSG_SPACE(sizeof(__u32))];
+	struct mmsghdr mm[N];
+	struct iovec iov[N];
+	struct conn_mux m;
+	char got[64];
+	int i;
+
+	kcm_enter_netns();
+	conn_mux_setup(&m, SOCK_DGRAM);
+	memset(mm, 0, sizeof(mm));
+	for (i = 0; i < N; i++) {
+		iov[i].iov_base = bufs[i];
+		iov[i].iov_len = kcm_msg_build(bufs[i], 30, i);
+		mm[i].msg_hdr.msg_iov = &iov[i];
+		mm[i].msg_hdr.msg_iovlen = 1;
+		set_conn_cmsg(&mm[i].msg_hdr, ctl[i], sizeof(ctl[i]),
+			      i == 2 ? NCLIENTS + 5 : 3);
+	}
+	ASSERT_EQ(sendmmsg(m.kcm, mm, N, 0), 2);
+	kcm_set_timeo(m.client[3], SO_RCVTIMEO, 2000);
+	for (i = 0; i < 2; i++) {
+		ASSERT_OK(kcm_read_full(m.client[3], got, iov[i].iov_len));
+		ASSERT_EQ(memcmp(got, bufs[i], iov[i].iov_len), 0);
+	}
+	usleep(100000);
+	for (i = 0; i < NCLIENTS; i++)
+		ASSERT_ERRNO(recv(m.client[i], got, 1, MSG_DONTWAIT), EAGAIN);
+}
+
+/*
+ * One round of conn_id_unattach_queued: messages addressed to connection
+ * 1, whose peer does not read, fill the socket; connection 1 is
+ * unattached after @delay_us.
+ */
+static void unattach_queued_round(int delay_us)
+{
+	int sndbuf = 8192, small = 4096, n = 0, i, got = -1;
+	struct pollfd pfd[NCLIENTS];
+	struct kcm_stats st;
+	struct conn_mux m;
+	char buf[300], line[1024];
+	size_t len;
+
+	kcm_enter_netns();
+	conn_mux_setup(&m, SOCK_DGRAM);
+	ASSERT_OK(setsockopt(m.kcm, SOL_SOCKET, SO_SNDBUF, &sndbuf,
+			     sizeof(sndbuf)));
+	ASSERT_OK(setsockopt(m.server[1], SOL_SOCKET, SO_SNDBUF, &small,
+			     sizeof(small)));
+	ASSERT_OK(setsockopt(m.client[1], SOL_SOCKET, SO_RCVBUF, &small,
+			     sizeof(small)));
+	len = kcm_msg_build(buf, 200, 1);
+	while (send_to_id(m.kcm, buf, len, 1, MSG_DONTWAIT) == (ssize_t)len)
+		ASSERT_LT(++n, 100000);
+	ASSERT_EQ(errno, EAGAIN);
+	usleep(delay_us);
+	ASSERT_OK(kcm_unattach(m.kcm, m.server[1]));
+
+	/* ENOENT, whatever the timing, and only once. */
+	ASSERT_EQ(kcm_wait_so_error(m.kcm, 2000), ENOENT);
+	usleep(50000);
+	ASSERT_EQ(kcm_sockopt_int(m.kcm, SOL_SOCKET, SO_ERROR), 0);
+	/* Nothing went to another connection. */
+	for (i = 0; i < NCLIENTS; i++)
+		if (i != 1)
+			ASSERT_ERRNO(recv(m.client[i], buf, 1, MSG_DONTWAIT),
+				     EAGAIN);
+	/* The next unaddressed message goes out on one that is left. */
+	len = kcm_msg_build(buf, 100, 777);
+	ASSERT_EQ(send_to_id(m.kcm, buf, len, -1, 0), len);
+	for (i = 0; i < NCLIENTS; i++)
+		pfd[i] = (struct pollfd){ .fd = i == 1 ? -1 : m.client[i],
+					  .events = POLLIN };
+	ASSERT_EQ(poll(pfd, NCLIENTS, 2000), 1);
+	for (i = 0; i < NCLIENTS; i++) {
+		if (!(pfd[i].revents & POLLIN))
+			continue;
+		ASSERT_EQ(kcm_tcp_read_msg(m.client[i], buf, sizeof(buf)),
+			  KCM_HDR + 100);
+		got = kcm_msg_check(buf, KCM_HDR + 100);
+	}
+	ASSERT_EQ(got, 777);
+	/* Dropped, not retried. */
+	ASSERT_OK(kcm_stats_read(&st));
+	ASSERT_EQ(st.mux[KS_TX_RETRIES], 0);
+	ASSERT_OK(kcm_ext_find("mux", NULL, NULL, line, sizeof(line)));
+	ASSERT_EQ(kcm_ext_num(line, "tx_retries"), 0);
+	ASSERT_GE(kcm_ext_num(line, "tx_dropped"), 1);
+	close(m.kcm);
+	for (i = 0; i < NCLIENTS; i++) {
+		close(m.client[i]);
+		close(m.server[i]);
+	}
+}
+
+/*
+ * Unattach a connection that addressed messages wait for, at various
+ * moments: its messages are dropped with ENOENT, reported once, never
+ * sent elsewhere and not counted as retries; the socket carries on.
+ */
+TEST_DIFFERS(conn_id_unattach_queued, NO_CONN)
+{
+	int round;
+
+	for (round = 0; round < 12; round++)
+		unattach_queued_round((round % 4) * 20000);
+}
+
 /* Reads one whole test message from @fd if one is there; its seq or -2. */
 static long read_one(int fd, char *buf, size_t cap)
 {

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 
 #include "kcm_data.h"
@@ -73,36 +74,187 @@ TEST(send_pieces)
 	close(kcm2);
 }
 
-/* MSG_BATCH holds messages back until the batch ends. */
+/* A sendmmsg() vector of @n messages of @plen bytes, seq @first on. */
+#define MM_MAX	64
+static struct mmsghdr mm[MM_MAX];
+static struct iovec mm_iov[MM_MAX];
+static char mm_buf[MM_MAX][256];
+
+static void mm_build(int n, size_t plen, uint32_t first)
+{
+	int i;
+
+	memset(mm, 0, sizeof(mm));
+	for (i = 0; i < n; i++) {
+		mm_iov[i].iov_base = mm_buf[i];
+		mm_iov[i].iov_len = kcm_msg_build(mm_buf[i], plen, first + i);
+		mm[i].msg_hdr.msg_iov = &mm_iov[i];
+		mm[i].msg_hdr.msg_iovlen = 1;
+	}
+}
+
+/* Exactly the messages @first .. @first + @n - 1 arrive on @peer. */
+static void expect_msgs(int peer, uint32_t first, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		ASSERT_EQ(tcp_read_msg(peer, sbuf, sizeof(sbuf)), first + i);
+	usleep(100000);
+	ASSERT_ERRNO(recv(peer, sbuf, 1, MSG_DONTWAIT), EAGAIN);
+}
+
+/* sendmmsg() sets MSG_BATCH on all but its last message. */
 TEST(send_batch)
 {
 	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
-	struct mmsghdr mm[8];
-	struct iovec iov[8];
-	static char bufs[8][64];
 	int i;
 
 	for (i = 0; i < 3; i++)
 		ASSERT_EQ(send_msg(kcm, 20, i, MSG_BATCH), KCM_HDR + 20);
-	usleep(50000);
-	ASSERT_ERRNO(recv(peer, sbuf, 1, MSG_DONTWAIT), EAGAIN);
-	/* An empty end of record flushes the batch. */
+	/* An empty end of record ends the batch. */
 	ASSERT_EQ(send(kcm, NULL, 0, 0), 0);
 	for (i = 0; i < 3; i++)
 		ASSERT_EQ(tcp_read_msg(peer, sbuf, sizeof(sbuf)), i);
 
-	memset(mm, 0, sizeof(mm));
-	for (i = 0; i < 8; i++) {
-		iov[i].iov_base = bufs[i];
-		iov[i].iov_len = kcm_msg_build(bufs[i], 30, 10 + i);
-		mm[i].msg_hdr.msg_iov = &iov[i];
-		mm[i].msg_hdr.msg_iovlen = 1;
-	}
+	mm_build(8, 30, 10);
 	ASSERT_EQ(sendmmsg(kcm, mm, 8, 0), 8);
-	for (i = 0; i < 8; i++) {
+	for (i = 0; i < 8; i++)
 		ASSERT_EQ(mm[i].msg_len, KCM_HDR + 30);
-		ASSERT_EQ(tcp_read_msg(peer, sbuf, sizeof(sbuf)), 10 + i);
+	expect_msgs(peer, 10, 8);
+	close(kcm);
+}
+
+/*
+ * MSG_BATCH set by hand on the last message of a sequence: nothing ends
+ * the batch, yet the messages go out (after at most a timer tick).
+ */
+TEST_DIFFERS(send_batch_by_hand,
+	     "messages sent with MSG_BATCH wait until a send without it")
+{
+	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+	int i;
+
+	kcm_set_timeo(peer, SO_RCVTIMEO, 2000);
+	for (i = 0; i < 4; i++)
+		ASSERT_EQ(send_msg(kcm, 20 + i, i, MSG_BATCH), KCM_HDR + 20 + i);
+	expect_msgs(peer, 0, 4);
+	/* SEQPACKET: the batch flag on the end of a record. */
+	close(kcm);
+	kcm = kcm_with_tcp(SOCK_SEQPACKET, &peer, &local);
+	kcm_set_timeo(peer, SO_RCVTIMEO, 2000);
+	ASSERT_EQ(send_msg(kcm, 50, 7, MSG_EOR | MSG_BATCH), KCM_HDR + 50);
+	expect_msgs(peer, 7, 1);
+	close(kcm);
+}
+
+/* A sendmmsg() cut short by a fault: what it reported sent goes out now. */
+TEST(send_mmsg_cut_by_fault)
+{
+	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+	void *bad = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS,
+			 -1, 0);
+
+	ASSERT_TRUE(bad != MAP_FAILED);
+	kcm_set_timeo(peer, SO_RCVTIMEO, 2000);
+	mm_build(5, 40, 100);
+	mm_iov[2].iov_base = bad;
+	ASSERT_EQ(sendmmsg(kcm, mm, 5, 0), 2);
+	expect_msgs(peer, 100, 2);
+	/* The socket is intact: the faulting message left nothing behind. */
+	ASSERT_EQ(send_msg(kcm, 40, 102, 0), KCM_HDR + 40);
+	expect_msgs(peer, 102, 1);
+	close(kcm);
+}
+
+/*
+ * A sendmmsg() that stops at a message whose msghdr cannot be read: the
+ * module never sees the end of the batch, and still sends the two.
+ */
+TEST_DIFFERS(send_mmsg_cut_by_bad_msghdr,
+	     "the messages before the bad msghdr wait for the next send")
+{
+	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+
+	kcm_set_timeo(peer, SO_RCVTIMEO, 2000);
+	mm_build(5, 40, 200);
+	mm[2].msg_hdr.msg_iov = (struct iovec *)8;
+	ASSERT_EQ(sendmmsg(kcm, mm, 5, 0), 2);
+	expect_msgs(peer, 200, 2);
+	close(kcm);
+}
+
+/* MSG_DONTWAIT on a full send buffer ends the batch where it stops. */
+TEST(send_mmsg_full_dontwait)
+{
+	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_parser_len4();
+	int peer, local, sndbuf = 4096, rcvbuf = 4096, sent = 0, n;
+	uint32_t first = 0;
+
+	ASSERT_OK(kcm_tcp_pair(&peer, &local));
+	ASSERT_OK(setsockopt(local, SOL_SOCKET, SO_SNDBUF, &sndbuf,
+			     sizeof(sndbuf)));
+	ASSERT_OK(setsockopt(peer, SOL_SOCKET, SO_RCVBUF, &rcvbuf,
+			     sizeof(rcvbuf)));
+	ASSERT_OK(setsockopt(kcm, SOL_SOCKET, SO_SNDBUF, &sndbuf,
+			     sizeof(sndbuf)));
+	ASSERT_OK(kcm_attach(kcm, local, prog));
+	/* The peer does not read: the batches stop short, then fail. */
+	for (;;) {
+		mm_build(MM_MAX, 200, first);
+		n = sendmmsg(kcm, mm, MM_MAX, MSG_DONTWAIT);
+		if (n < 0)
+			break;
+		ASSERT_LE(n, MM_MAX);
+		sent += n;
+		first += n;
+		ASSERT_LT(sent, 1 << 20);
 	}
+	ASSERT_EQ(errno, EAGAIN);
+	ASSERT_GT(sent, 0);
+	/* Every message reported sent arrives, and nothing else. */
+	kcm_set_timeo(peer, SO_RCVTIMEO, 5000);
+	expect_msgs(peer, 0, sent);
+	close(kcm);
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
+/* A signal ends a blocked sendmmsg(): what it reported sent goes out. */
+TEST(send_mmsg_signal)
+{
+	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_parser_len4();
+	int peer, local, sndbuf = 4096, rcvbuf = 4096, sent = 0, n;
+	struct sigaction sa = { .sa_handler = on_alarm };
+	struct itimerval it = { .it_value = { .tv_usec = 300000 } };
+	uint32_t first = 0;
+
+	ASSERT_OK(sigaction(SIGALRM, &sa, NULL));	/* no SA_RESTART */
+	ASSERT_OK(kcm_tcp_pair(&peer, &local));
+	ASSERT_OK(setsockopt(local, SOL_SOCKET, SO_SNDBUF, &sndbuf,
+			     sizeof(sndbuf)));
+	ASSERT_OK(setsockopt(peer, SOL_SOCKET, SO_RCVBUF, &rcvbuf,
+			     sizeof(rcvbuf)));
+	ASSERT_OK(setsockopt(kcm, SOL_SOCKET, SO_SNDBUF, &sndbuf,
+			     sizeof(sndbuf)));
+	ASSERT_OK(kcm_attach(kcm, local, prog));
+	ASSERT_OK(setitimer(ITIMER_REAL, &it, NULL));
+	/* Blocks once the buffers are full, until the signal. */
+	do {
+		mm_build(MM_MAX, 200, first);
+		n = sendmmsg(kcm, mm, MM_MAX, 0);
+		if (n > 0) {
+			sent += n;
+			first += n;
+		}
+	} while (n == MM_MAX && sent < (1 << 20));
+	ASSERT_TRUE(n >= 0 || errno == EINTR);
+	ASSERT_GT(sent, 0);
+	kcm_set_timeo(peer, SO_RCVTIMEO, 5000);
+	expect_msgs(peer, 0, sent);
 	close(kcm);
 }
 

@@ -101,6 +101,7 @@ static inline void kcm_test_register(const char *name, void (*fn)(void),
 #define ASSERT_NE(a, b)		__CMP(a, !=, b, 1)
 #define ASSERT_GE(a, b)		__CMP(a, >=, b, 1)
 #define ASSERT_LT(a, b)		__CMP(a, <, b, 1)
+#define ASSERT_LE(a, b)		__CMP(a, <=, b, 1)
 #define ASSERT_GT(a, b)		__CMP(a, >, b, 1)
 #define ASSERT_TRUE(c)		__CHECK(c, 1, "%s", "")
 #define EXPECT_EQ(a, b)		__CMP(a, ==, b, 0)

@@ -252,6 +252,8 @@ struct kcm_parser {
  *	@mux->lock
  * @tx_stopped: no more transmitting: send error or unattach; written
  *	under @mux->lock
+ * @tx_gone: the psock is being unattached (so @tx_stopped too): messages
+ *	addressed to it fail with ENOENT, not EPIPE; written under @mux->lock
  * @tx_orphan: the rest of a message whose KCM socket closed while it was
  *	half written, finished by @tx_work; set under @mux->lock
  * @tx_orphan_off: bytes of @tx_orphan already written
@@ -295,6 +297,7 @@ struct kcm_psock {
 	struct list_head tx_node;
 	struct list_head tx_direct;
 	bool tx_stopped;
+	bool tx_gone;
 	struct sk_buff *tx_orphan;
 	unsigned int tx_orphan_off;
 	struct work_struct tx_work;
@@ -390,10 +393,13 @@ static inline struct kcm_rx_msg *kcm_rx_msg(struct sk_buff *skb)
  * struct kcm_tx_msg - what KCM keeps in skb->cb of a message to send
  * @conn_id: the psock index it must go out on, when @directed
  * @directed: sent with a KCM_CONN_ID control message
+ * @retried: its transmission on a psock failed or was cut short by an
+ *	unattach, and it is being sent again from the start on another
  */
 struct kcm_tx_msg {
 	u32 conn_id;
 	bool directed;
+	bool retried;
 };
 
 static inline struct kcm_tx_msg *kcm_tx_msg(struct sk_buff *skb)
@@ -511,6 +517,7 @@ int kcm_attach_ext_copy(struct kcm_attach_ext *info, const void __user *arg);
 
 /* kcm_conn.c: per-connection addressing (not in upstream) */
 struct kcm_psock *__kcm_mux_psock_by_id(struct kcm_mux *mux, u32 id);
+int __kcm_conn_tx_errno(const struct kcm_psock *psock);
 void kcm_conn_rx_cmsg(struct kcm_sock *kcm, struct msghdr *msg,
 		      struct sk_buff *skb);
 int kcm_conn_tx_cmsg(struct kcm_sock *kcm, struct msghdr *msg,
