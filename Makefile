@@ -20,10 +20,25 @@
 #                   page under $(DESTDIR)$(PREFIX).  make uninstall undoes it.
 #   make deps       apt-get install what all of the above needs
 
-# The newest installed kernel headers, never blindly $(uname -r): the VM
-# boots the kernel that matches them.
-KDIR ?= $(lastword $(sort $(wildcard /lib/modules/*/build)))
-KVER ?= $(notdir $(patsubst %/,%,$(dir $(KDIR))))
+# The kernel (tools/testing/kver.sh, which prints its choice): KVER=<version>
+# picks one; KDIR=<headers or build tree> builds against any other.  Unset,
+# a plain build uses the running kernel's headers when they exist, and the
+# rig (check, run, bench, profile) a kernel whose image and headers are
+# both installed.  Those targets install missing packages first and only
+# then choose, in a second make (the *-on targets).
+KDIR_GIVEN := $(KDIR)
+# /lib/modules/<version>/build names its kernel (Debian's kernel.release
+# there holds the upstream version); another tree says it in kernel.release.
+KVER ?= $(strip $(if $(filter /lib/modules/%/build,$(KDIR_GIVEN)),\
+	$(patsubst /lib/modules/%/build,%,$(KDIR_GIVEN)),\
+	$(if $(KDIR_GIVEN),$(shell cat $(KDIR_GIVEN)/include/config/kernel.release 2>/dev/null))))
+RIG_GOALS := check run bench profile lint
+ifeq ($(KDIR),)
+ifeq ($(filter $(RIG_GOALS),$(MAKECMDGOALS)),)
+KVER := $(shell tools/testing/kver.sh build $(KVER))
+endif
+KDIR = /lib/modules/$(KVER)/build
+endif
 # ours | distro | /path/to/kcm.ko: the module the VM tests load
 KCM_MODULE ?= ours
 
@@ -40,12 +55,13 @@ BENCH_ARGS ?=
 PROFILE_ARGS ?=
 
 .PHONY: all modules clean check run lint deps deps-check selftests tools \
-	debug-kernel check-debug bench profile install uninstall
+	debug-kernel check-debug bench profile install uninstall \
+	check-on run-on bench-on profile-on lint-on
 
 all: modules
 
 modules:
-	@test -d "$(KDIR)" || { echo "kcm: no kernel headers under /lib/modules/*/build:" \
+	@test -d "$(KDIR)" || { echo "kcm: no kernel headers at '$(KDIR)':" \
 		"apt-get install linux-headers-amd64 (or run 'make deps')" >&2; exit 1; }
 	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
 
@@ -86,36 +102,56 @@ selftests:
 tools:
 	$(MAKE) -C tools
 
-# The module the guest loads
+# The module the guest loads (the distro's may be compressed)
 ifeq ($(KCM_MODULE),ours)
-GUEST_KO := $(CURDIR)/kcm.ko
+GUEST_KO = $(CURDIR)/kcm.ko
 else ifeq ($(KCM_MODULE),distro)
-GUEST_KO := /lib/modules/$(KVER)/kernel/net/kcm/kcm.ko
+GUEST_KO = $(firstword $(wildcard /lib/modules/$(KVER)/kernel/net/kcm/kcm.ko*) \
+	/lib/modules/$(KVER)/kernel/net/kcm/kcm.ko)
 else
-GUEST_KO := $(KCM_MODULE)
+GUEST_KO = $(KCM_MODULE)
 endif
 
+# After deps-check: choose the kernel, then make <goal>-on with it.
+define rig_kernel
+	+@kver=$$(tools/testing/kver.sh $(2) $(KVER)) || \
+		{ echo "0 passed, 1 failed"; exit 1; }; \
+	$(MAKE) --no-print-directory $(1)-on KVER=$$kver \
+		KDIR=$(or $(KDIR_GIVEN),/lib/modules/$$kver/build)
+endef
+
+BUILD_ALL = $(MAKE) --no-print-directory modules selftests tools >$(BUILD).log 2>&1 || \
+	{ cat $(BUILD).log; echo "kcm: build failed"; echo "0 passed, 1 failed"; exit 1; }
+
 check: deps-check
-	@$(MAKE) --no-print-directory modules selftests tools >$(BUILD).log 2>&1 || \
-		{ cat $(BUILD).log; echo "kcm: build failed"; echo "0 passed, 1 failed"; exit 1; }
-	tools/testing/check.sh --kver $(KVER) --module $(GUEST_KO) \
+	$(call rig_kernel,check,rig)
+
+check-on:
+	@$(BUILD_ALL)
+	tools/testing/check.sh --kver $(KVER) --kdir $(KDIR) --module $(GUEST_KO) \
 		--module-kind $(KCM_MODULE) --timeout $(TIMEOUT)
 
 run: deps-check
-	@$(MAKE) --no-print-directory modules tools >$(BUILD).log 2>&1 || \
-		{ cat $(BUILD).log; echo "kcm: build failed"; exit 1; }
+	$(call rig_kernel,run,rig)
+
+run-on:
+	@$(BUILD_ALL)
 	tools/testing/run-demo.sh --kver $(KVER) --module $(GUEST_KO)
 
 bench: deps-check
-	@$(MAKE) --no-print-directory modules tools >$(BUILD).log 2>&1 || \
-		{ cat $(BUILD).log; echo "kcm: build failed"; exit 1; }
+	$(call rig_kernel,bench,rig)
+
+bench-on:
+	@$(BUILD_ALL)
 	tools/testing/bench.sh --kver $(KVER) --module $(GUEST_KO) $(BENCH_ARGS)
 
 # PROFILE_ARGS='--graph -- -i kcm -m rx -s 512': options of
 # tools/testing/profile.sh, then kcmperf's
 profile: deps-check
-	@$(MAKE) --no-print-directory modules tools >$(BUILD).log 2>&1 || \
-		{ cat $(BUILD).log; echo "kcm: build failed"; exit 1; }
+	$(call rig_kernel,profile,rig)
+
+profile-on:
+	@$(BUILD_ALL)
 	tools/testing/profile.sh --kver $(KVER) --module $(GUEST_KO) $(PROFILE_ARGS)
 
 # The kernel build is cached outside the repo (tools/testing/debug-kernel.sh).
@@ -137,4 +173,7 @@ check-debug: deps-check
 		--timeout $(DEBUG_TIMEOUT)
 
 lint: deps-check
+	$(call rig_kernel,lint,build)
+
+lint-on:
 	tools/lint.sh --kdir $(KDIR)

@@ -22,8 +22,9 @@
 #include <linux/filter.h>
 #include <linux/skbuff.h>
 #include <linux/uaccess.h>
-#include <asm/unaligned.h>
 #include <net/kcm.h>
+
+#include "kcm_compat.h"
 
 /* A length field must start within this many bytes of the message. */
 #define KCM_LENFIELD_MAX_OFFSET	65535

@@ -47,6 +47,8 @@
 #include <net/tcp.h>
 #include <net/kcm.h>
 
+#include "kcm_compat.h"
+
 /* Initial size of a psock's framing buffer. */
 #define KCM_RX_BUF		(8 * 1024)
 /* Messages up to this size are cut from the framing buffer. */

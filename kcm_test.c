@@ -15,7 +15,6 @@
 #include <kunit/test.h>
 #include <linux/delay.h>
 #include <linux/filter.h>
-#include <asm/unaligned.h>
 
 struct kcm_kt {
 	struct kcm_mux *mux;

@@ -4,14 +4,22 @@
  *
  * Messages
  * --------
- * sendmsg() and sendpage() build a message in kcm->tx_partial: a head skb
+ * sendmsg() (and splice(), sendfile(): MSG_SPLICE_PAGES, or sendpage()
+ * before 6.5, kcm_compat.h) build a message in kcm->tx_partial: a head skb
  * with further chunks on its frag_list, charged to the KCM socket's send
  * buffer.  When the message ends (DGRAM: a call without MSG_MORE;
  * SEQPACKET: MSG_EOR) it moves to the socket's write queue.  A copy fault
  * undoes everything the failing call added.  Pieces up to KCM_TX_LINEAR
  * bytes are carved from a per-socket page fragment cache and handed to
- * TCP by reference (sendpage), so a small message is copied once and
- * costs no kmalloc().
+ * TCP by reference, so a small message is copied once and costs no
+ * kmalloc().  Spliced pages join the message by reference.
+ *
+ * Writing
+ * -------
+ * A write to TCP hands it page references to the data of as many queued
+ * messages as go out on that psock next (kcm_tx_gather(): up to
+ * KCM_TX_SEGS segments or KCM_TX_WRITE_MAX bytes), so a sendmmsg() batch
+ * of small messages costs one TCP call per batch, not one per message.
  *
  * Reservation
  * -----------
@@ -51,6 +59,7 @@
  * send buffer applies backpressure.
  */
 
+#include <linux/bvec.h>
 #include <linux/net.h>
 #include <linux/skbuff.h>
 #include <linux/uio.h>
@@ -58,6 +67,8 @@
 #include <net/sock.h>
 #include <net/tcp.h>
 #include <net/kcm.h>
+
+#include "kcm_compat.h"
 
 /* Bytes per chunk of a message. */
 #define KCM_TX_CHUNK		(16 * PAGE_SIZE)
@@ -353,19 +364,51 @@ static void kcm_tx_maybe_yield(struct kcm_sock *kcm)
 	struct kcm_psock *psock = kcm->tx_psock;
 	struct kcm_mux *mux = kcm->mux;
 
-	if (kcm->tx_sent < KCM_TX_QUANTUM || !psock ||
-	    !kcm_tx_psock_wanted(mux, psock))
+	if (kcm->tx_sent < KCM_TX_QUANTUM || !psock || kcm->tx_offset)
 		return;
 
-	spin_lock_bh(&mux->lock);
-	if (kcm->tx_psock == psock && kcm_tx_psock_wanted(mux, psock)) {
-		__kcm_tx_unreserve(kcm);
-		__kcm_tx_reserve(kcm);
+	if (kcm_tx_psock_wanted(mux, psock)) {
+		spin_lock_bh(&mux->lock);
+		if (kcm->tx_psock == psock && kcm_tx_psock_wanted(mux, psock)) {
+			__kcm_tx_unreserve(kcm);
+			__kcm_tx_reserve(kcm);
+		}
+		spin_unlock_bh(&mux->lock);
 	}
-	spin_unlock_bh(&mux->lock);
+	/* Nobody else wants it (or we got a psock anew): a new quantum. */
+	kcm->tx_sent = 0;
 }
 
 /* ---- writing to TCP ---------------------------------------------------- */
+
+/*
+ * Every byte of a message to send is in a page: small chunks have a head
+ * carved from a page fragment cache (kcm_tx_alloc_chunk()), other data is
+ * in page fragments.  A write to TCP therefore hands it page references,
+ * several messages at a time (kcm_tcp_send_pages_locked(), kcm_compat.h).
+ */
+
+/* Segments of one write to TCP, and bytes gathered before a write. */
+#define KCM_TX_SEGS		16
+#define KCM_TX_WRITE_MAX	(64 * 1024)
+
+/* Page segments of the data of one write to TCP. */
+struct kcm_tx_vec {
+	struct bio_vec bv[KCM_TX_SEGS];
+	unsigned int nr;
+	size_t len;
+};
+
+/* Context: any.  Appends one segment; false when @v is full. */
+static bool kcm_tx_vec_add(struct kcm_tx_vec *v, struct page *page,
+			   unsigned int off, unsigned int len)
+{
+	if (v->nr == KCM_TX_SEGS)
+		return false;
+	bvec_set_page(&v->bv[v->nr++], page, len, off);
+	v->len += len;
+	return true;
+}
 
 /* Context: any.  Bytes of @skb itself, without its frag_list. */
 static unsigned int kcm_tx_own_len(const struct sk_buff *skb)
@@ -379,107 +422,243 @@ static unsigned int kcm_tx_own_len(const struct sk_buff *skb)
 }
 
 /*
- * Write one piece of @skb's own data, from @off on, to the TCP socket: the
- * rest of its linear part or of one page fragment.  MSG_MORE is added
- * when data follows the piece (@tail bytes follow @skb's own data).
+ * Add @skb's own data (linear part and page fragments, not its frag_list)
+ * from @off on to @v, the linear part split at page boundaries.
  *
- * Context: lock_sock(csk) held.
- * Return: bytes written, or a negative errno.
+ * Context: any.
+ * Return: bytes added, fewer when @v filled up; -EINVAL for a linear part
+ * that is not in a page fragment.
  */
-static int kcm_tx_send_piece(struct sock *csk, struct sk_buff *skb,
-			     unsigned int off, unsigned int tail, int flags)
+static int kcm_tx_vec_skb(struct kcm_tx_vec *v, const struct sk_buff *skb,
+			  unsigned int off)
 {
-	unsigned int headlen = skb_headlen(skb), own = kcm_tx_own_len(skb);
-	struct msghdr msg = { };
-	struct kvec kv;
-	skb_frag_t *frag;
+	unsigned int headlen = skb_headlen(skb), added = 0, n;
+	const skb_frag_t *frag;
+	void *data;
 	int i;
 
-	if (off < headlen && skb->head_frag) {
-		/* Page-fragment bytes: TCP takes them by reference. */
-		kv.iov_base = skb->data + off;
-		kv.iov_len = min_t(size_t, headlen - off,
-				   PAGE_SIZE - offset_in_page(kv.iov_base));
-		if (tail || off + kv.iov_len < own)
-			flags |= MSG_MORE;
-		return kernel_sendpage_locked(csk, virt_to_page(kv.iov_base),
-					      offset_in_page(kv.iov_base),
-					      kv.iov_len, flags);
-	}
-	if (off < headlen) {
-		kv.iov_base = skb->data + off;
-		kv.iov_len = headlen - off;
-		if (tail || headlen < own)
-			flags |= MSG_MORE;
-		msg.msg_flags = flags;
-		return kernel_sendmsg_locked(csk, &msg, &kv, 1, kv.iov_len);
+	if (off < headlen && WARN_ON_ONCE(!skb->head_frag))
+		return -EINVAL;
+	for (; off < headlen; off += n, added += n) {
+		data = skb->data + off;
+		n = min_t(unsigned int, headlen - off,
+			  PAGE_SIZE - offset_in_page(data));
+		if (!kcm_tx_vec_add(v, virt_to_page(data),
+				    offset_in_page(data), n))
+			return added;
 	}
 	off -= headlen;
-	own -= headlen;
 	for (i = 0; i < skb_shinfo(skb)->nr_frags; i++) {
 		frag = &skb_shinfo(skb)->frags[i];
-		own -= skb_frag_size(frag);
-		if (off >= skb_frag_size(frag)) {
-			off -= skb_frag_size(frag);
+		n = skb_frag_size(frag);
+		if (off >= n) {
+			off -= n;
 			continue;
 		}
-		if (tail || own)
-			flags |= MSG_MORE;
-		return kernel_sendpage_locked(csk, skb_frag_page(frag),
-					      skb_frag_off(frag) + off,
-					      skb_frag_size(frag) - off, flags);
+		if (!kcm_tx_vec_add(v, skb_frag_page(frag),
+				    skb_frag_off(frag) + off, n - off))
+			return added;
+		added += n - off;
+		off = 0;
 	}
-	return -EINVAL;
+	return added;
+}
+
+/* Context: any.  The skb after @skb in the message @head. */
+static struct sk_buff *kcm_tx_next_skb(struct sk_buff *head,
+				       struct sk_buff *skb)
+{
+	return skb == head ? skb_shinfo(head)->frag_list : skb->next;
 }
 
 /*
- * Write the message @head from @offset on until it is all written or TCP
- * has no room.  With @more (another message follows), the last piece
- * carries MSG_MORE too.
+ * Add the message @head from @off on to @v.
+ *
+ * Context: any.
+ * Return: bytes added, fewer than the rest of the message when @v filled
+ * up, or -EINVAL.
+ */
+static int kcm_tx_vec_msg(struct kcm_tx_vec *v, struct sk_buff *head,
+			  unsigned int off)
+{
+	unsigned int pos = 0, added = 0, own;
+	struct sk_buff *skb;
+	int n;
+
+	for (skb = head; skb; skb = kcm_tx_next_skb(head, skb)) {
+		own = kcm_tx_own_len(skb);
+		if (off < pos + own) {
+			n = kcm_tx_vec_skb(v, skb, off - pos);
+			if (n < 0)
+				return n;
+			added += n;
+			off += n;
+			if (off < pos + own)
+				break;
+		}
+		pos += own;
+	}
+	return added;
+}
+
+/*
+ * Write the message @head from *@off on to @csk until it is all written
+ * or TCP has no room.  With @more another message follows.
  *
  * Context: lock_sock(csk) held.
  * Return: 0 when the whole message is written, -EAGAIN, or an errno.
  */
 static int kcm_tx_send_msg(struct sock *csk, struct sk_buff *head,
-			   unsigned int *offset, bool more)
+			   unsigned int *off, bool more)
 {
-	int flags = MSG_DONTWAIT | MSG_NOSIGNAL | (more ? MSG_MORE : 0);
-	struct sk_buff *skb = head;
-	unsigned int start = 0, len;
-	int ret;
+	struct kcm_tx_vec v;
+	int n, ret;
 
-	while (*offset < head->len) {
-		len = kcm_tx_own_len(skb);
-		if (*offset >= start + len) {
-			start += len;
-			skb = skb == head ? skb_shinfo(head)->frag_list :
-					    skb->next;
-			if (WARN_ON_ONCE(!skb))
-				return -EINVAL;
-			continue;
-		}
-		ret = kcm_tx_send_piece(csk, skb, *offset - start,
-					head->len - start - len, flags);
+	while (*off < head->len) {
+		v.nr = 0;
+		v.len = 0;
+		n = kcm_tx_vec_msg(&v, head, *off);
+		if (n < 0)
+			return n;
+		ret = kcm_tcp_send_pages_locked(csk, v.bv, v.nr, v.len,
+						MSG_DONTWAIT | MSG_NOSIGNAL |
+						(more || *off + n < head->len ?
+						 MSG_MORE : 0));
 		if (ret <= 0)
 			return ret ? ret : -EAGAIN;
-		*offset += ret;
+		*off += ret;
 	}
 	return 0;
 }
 
-/* Context: lock_sock(kcm) held; @psock is reserved to @kcm. */
-static int kcm_tx_write(struct kcm_sock *kcm, struct kcm_psock *psock,
-			struct sk_buff *skb, bool more)
+/* Context: any.  May the message @skb go out on @psock? */
+static bool kcm_tx_for_psock(struct sk_buff *skb, struct kcm_psock *psock)
 {
+	const struct kcm_tx_msg *to = kcm_tx_msg(skb);
+
+	return !to->directed || to->conn_id == psock->index;
+}
+
+/*
+ * Gather the queued messages that go out on @psock next into @v: the rest
+ * of the first (kcm->tx_offset) and those behind it, up to one addressed
+ * to another connection, KCM_TX_SEGS segments or KCM_TX_WRITE_MAX bytes.
+ * *@more tells whether data for @psock stays behind.
+ *
+ * Context: lock_sock(kcm) held.
+ * Return: 0 or -EINVAL.
+ */
+static int kcm_tx_gather(struct kcm_sock *kcm, struct kcm_psock *psock,
+			 struct kcm_tx_vec *v, bool *more)
+{
+	unsigned int off = kcm->tx_offset;
+	struct sk_buff *skb;
+	int n;
+
+	v->nr = 0;
+	v->len = 0;
+	*more = false;
+	skb_queue_walk(&kcm->sk.sk_write_queue, skb) {
+		if (!kcm_tx_for_psock(skb, psock))
+			break;
+		if (v->len >= KCM_TX_WRITE_MAX) {
+			*more = true;
+			break;
+		}
+		n = kcm_tx_vec_msg(v, skb, off);
+		if (n < 0)
+			return n;
+		if (off + n < skb->len) {
+			*more = true;
+			break;
+		}
+		off = 0;
+	}
+	return 0;
+}
+
+/* Context: lock_sock(kcm) held.  The first queued message is written. */
+static void kcm_tx_done(struct kcm_sock *kcm, struct kcm_psock *psock,
+			struct sk_buff *skb)
+{
+	struct kcm_mux *mux = kcm->mux;
+
+	if (unlikely(kcm_tx_msg(skb)->retried)) {
+		spin_lock_bh(&mux->lock);
+		mux->mstats.tx_retries++;
+		spin_unlock_bh(&mux->lock);
+	}
+	__skb_unlink(skb, &kcm->sk.sk_write_queue);
+	kcm->tx_offset = 0;
+	kcm_stat_add(&kcm->stats.tx_msgs, 1);
+	kcm_stat_add(&kcm->stats.tx_bytes, skb->len);
+	kcm_stat_add(&psock->stats.tx_msgs, 1);
+	kcm_stat_add(&psock->stats.tx_bytes, skb->len);
+	consume_skb(skb);
+}
+
+/*
+ * @n bytes of the queue were written from kcm->tx_offset on: the messages
+ * they complete are done.
+ *
+ * Context: lock_sock(kcm) held.
+ */
+static void kcm_tx_advance(struct kcm_sock *kcm, struct kcm_psock *psock,
+			   size_t n)
+{
+	struct sk_buff *skb;
+	size_t left;
+
+	kcm->tx_sent += n;
+	while (n && (skb = skb_peek(&kcm->sk.sk_write_queue))) {
+		left = skb->len - kcm->tx_offset;
+		if (n < left) {
+			kcm->tx_offset += n;
+			return;
+		}
+		n -= left;
+		kcm_tx_done(kcm, psock, skb);
+	}
+}
+
+/*
+ * Write queued messages to @psock, reserved to @kcm, several per TCP write
+ * (kcm_tx_gather()), until the next one needs another psock, the queue is
+ * empty or, at a message boundary, a quantum has been written.
+ *
+ * Context: lock_sock(kcm) held; takes lock_sock() of the TCP socket.
+ * Return: 0, -EAGAIN when TCP is full, or the errno of a failed write;
+ * the message that failed is then the first one queued.
+ */
+static int kcm_tx_write(struct kcm_sock *kcm, struct kcm_psock *psock)
+{
+	struct sk_buff_head *queue = &kcm->sk.sk_write_queue;
 	struct sock *csk = psock->sk;
-	unsigned int before = kcm->tx_offset;
-	int err;
+	struct kcm_tx_vec v;
+	bool more;
+	int ret = 0;
 
 	lock_sock(csk);
-	err = kcm_tx_send_msg(csk, skb, &kcm->tx_offset, more);
+	while (!skb_queue_empty(queue) &&
+	       kcm_tx_for_psock(skb_peek(queue), psock) &&
+	       (kcm->tx_offset || kcm->tx_sent < KCM_TX_QUANTUM)) {
+		ret = kcm_tx_gather(kcm, psock, &v, &more);
+		if (ret)
+			break;
+		ret = kcm_tcp_send_pages_locked(csk, v.bv, v.nr, v.len,
+						MSG_DONTWAIT | MSG_NOSIGNAL |
+						(more ? MSG_MORE : 0));
+		if (ret <= 0) {
+			ret = ret ? ret : -EAGAIN;
+			break;
+		}
+		kcm_tx_advance(kcm, psock, ret);
+		ret = (size_t)ret < v.len ? -EAGAIN : 0;
+		if (ret)
+			break;
+	}
 	release_sock(csk);
-	kcm->tx_sent += kcm->tx_offset - before;
-	return err;
+	return ret;
 }
 
 /* Context: any.  Posts a transmit error on the TCP socket. */
@@ -518,26 +697,6 @@ static void kcm_tx_fail(struct kcm_sock *kcm, struct kcm_psock *psock,
 	kcm->tx_offset = 0;
 	if (!kcm_tx_msg(skb)->directed)
 		kcm_tx_msg(skb)->retried = true;
-}
-
-/* Context: lock_sock(kcm) held.  The first queued message is written. */
-static void kcm_tx_done(struct kcm_sock *kcm, struct kcm_psock *psock,
-			struct sk_buff *skb)
-{
-	struct kcm_mux *mux = kcm->mux;
-
-	if (unlikely(kcm_tx_msg(skb)->retried)) {
-		spin_lock_bh(&mux->lock);
-		mux->mstats.tx_retries++;
-		spin_unlock_bh(&mux->lock);
-	}
-	__skb_unlink(skb, &kcm->sk.sk_write_queue);
-	kcm->tx_offset = 0;
-	kcm_stat_add(&kcm->stats.tx_msgs, 1);
-	kcm_stat_add(&kcm->stats.tx_bytes, skb->len);
-	kcm_stat_add(&psock->stats.tx_msgs, 1);
-	kcm_stat_add(&psock->stats.tx_bytes, skb->len);
-	consume_skb(skb);
 }
 
 /*
@@ -596,8 +755,7 @@ static void kcm_tx_push(struct kcm_sock *kcm)
 		if (!psock)
 			return;
 
-		err = kcm_tx_write(kcm, psock, skb,
-				   !skb_queue_is_last(queue, skb));
+		err = kcm_tx_write(kcm, psock);
 		if (err == -EAGAIN) {
 			/*
 			 * With nothing in flight no ACK will bring write_space:
@@ -609,10 +767,9 @@ static void kcm_tx_push(struct kcm_sock *kcm)
 			return;
 		}
 		if (err) {
-			kcm_tx_fail(kcm, psock, skb, err);
+			kcm_tx_fail(kcm, psock, skb_peek(queue), err);
 			continue;
 		}
-		kcm_tx_done(kcm, psock, skb);
 		kcm_tx_maybe_yield(kcm);
 	}
 	kcm_tx_release(kcm);
@@ -859,7 +1016,7 @@ static struct sk_buff *kcm_tx_alloc_chunk(struct kcm_sock *kcm,
 	struct sk_buff *skb;
 	int err;
 
-	/* TCP takes such a head by reference: see kcm_tx_send_piece(). */
+	/* TCP takes such a head by reference: see kcm_tx_vec_skb(). */
 	if (size <= KCM_TX_LINEAR) {
 		skb = kcm_frag_skb(&kcm->tx_frag, size, GFP_KERNEL);
 		if (skb)
@@ -906,6 +1063,19 @@ static void kcm_tx_start(struct kcm_sock *kcm, struct sk_buff *head)
 	kcm->tx_partial = head;
 }
 
+/* Context: lock_sock(kcm) held.  @chunks join the message being built. */
+static void kcm_tx_add_chunks(struct kcm_sock *kcm, struct sk_buff_head *chunks)
+{
+	struct sk_buff *chunk;
+
+	while ((chunk = __skb_dequeue(chunks))) {
+		if (!kcm->tx_partial)
+			kcm_tx_start(kcm, chunk);
+		else
+			kcm_tx_link(&kcm->sk, kcm->tx_partial, chunk);
+	}
+}
+
 /*
  * Copy @len bytes from @from into new chunks and add them to the message
  * being built.  On failure nothing is added.
@@ -932,12 +1102,7 @@ static int kcm_tx_copy(struct kcm_sock *kcm, struct iov_iter *from,
 		done += n;
 	}
 
-	while ((chunk = __skb_dequeue(&chunks))) {
-		if (!kcm->tx_partial)
-			kcm_tx_start(kcm, chunk);
-		else
-			kcm_tx_link(&kcm->sk, kcm->tx_partial, chunk);
-	}
+	kcm_tx_add_chunks(kcm, &chunks);
 	return 0;
 
 fail_mem:
@@ -993,17 +1158,90 @@ static int kcm_tx_check_size(struct kcm_sock *kcm, size_t len)
 	return 0;
 }
 
+/* Context: any.  A chunk holding a reference to @len bytes of @page. */
+static struct sk_buff *kcm_tx_page_chunk(struct page *page, unsigned int off,
+					 unsigned int len)
+{
+	struct sk_buff *chunk = alloc_skb(0, GFP_KERNEL);
+
+	if (!chunk)
+		return NULL;
+	get_page(page);
+	skb_fill_page_desc(chunk, 0, page, off, len);
+	skb_shinfo(chunk)->flags |= SKBFL_SHARED_FRAG;
+	chunk->len = len;
+	chunk->data_len = len;
+	chunk->truesize += len;
+	return chunk;
+}
+
+/*
+ * Add references to the @len bytes of the page segments of @from to the
+ * message being built, one chunk per page, without copying: what splice()
+ * and sendfile() hand a socket.  @from is not advanced on failure, and
+ * then nothing is added.
+ *
+ * Context: lock_sock(kcm) held, process context.
+ */
+static int kcm_tx_splice(struct kcm_sock *kcm, struct iov_iter *from,
+			 size_t len)
+{
+	const struct bio_vec *bv = from->bvec;
+	size_t skip = from->iov_offset, done = 0;
+	struct sk_buff_head chunks;
+	struct sk_buff *chunk;
+	struct page *page;
+	unsigned int off, n;
+
+	__skb_queue_head_init(&chunks);
+	while (done < len) {
+		if (skip >= bv->bv_len) {
+			skip -= bv->bv_len;
+			bv++;
+			continue;
+		}
+		off = bv->bv_offset + skip;
+		page = bv->bv_page + (off >> PAGE_SHIFT);
+		off = offset_in_page(off);
+		n = min3(len - done, bv->bv_len - skip, PAGE_SIZE - off);
+		chunk = kcm_tx_page_chunk(page, off, n);
+		if (!chunk) {
+			__skb_queue_purge(&chunks);
+			return -ENOMEM;
+		}
+		__skb_queue_tail(&chunks, chunk);
+		skip += n;
+		done += n;
+	}
+	iov_iter_advance(from, len);
+	kcm_tx_add_chunks(kcm, &chunks);
+	return 0;
+}
+
+/* Context: lock_sock(kcm) held.  Adds @len bytes of @msg to the message. */
+static int kcm_tx_add(struct kcm_sock *kcm, struct msghdr *msg, size_t len,
+		      bool splice)
+{
+	if (splice && iov_iter_is_bvec(&msg->msg_iter))
+		return kcm_tx_splice(kcm, &msg->msg_iter, len);
+	return kcm_tx_copy(kcm, &msg->msg_iter, len);
+}
+
 /**
- * kcm_sendmsg() - add to or end a message
+ * kcm_tx_sendmsg() - add to or end a message
  * @sock: a KCM socket
  * @msg: the data; MSG_MORE (DGRAM) or the absence of MSG_EOR (SEQPACKET)
  *	keeps the message open, MSG_BATCH defers transmission
  * @len: bytes in @msg
+ * @splice: @msg holds page segments to take by reference (splice(),
+ *	sendfile()); MSG_MORE alone then keeps the message open, for both
+ *	socket types, as sendpage() did
  *
  * Context: process context, may sleep.
  * Return: @len, or a negative errno with nothing added to the message.
  */
-int kcm_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
+int kcm_tx_sendmsg(struct socket *sock, struct msghdr *msg, size_t len,
+		   bool splice)
 {
 	struct sock *sk = sock->sk;
 	struct kcm_sock *kcm = kcm_sk(sk);
@@ -1016,8 +1254,10 @@ int kcm_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
 	if (flags & MSG_OOB)
 		return -EOPNOTSUPP;
 
-	eor = sock->type == SOCK_DGRAM ? !(flags & MSG_MORE) :
-					  !!(flags & MSG_EOR);
+	if (splice || sock->type == SOCK_DGRAM)
+		eor = !(flags & MSG_MORE);
+	else
+		eor = !!(flags & MSG_EOR);
 	timeo = sock_sndtimeo(sk, flags & MSG_DONTWAIT);
 	lock_sock(sk);
 	err = sock_error(sk);
@@ -1028,7 +1268,7 @@ int kcm_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
 	if (!err && len)
 		err = kcm_tx_wait_room(kcm, len, &timeo);
 	if (!err && len)
-		err = kcm_tx_copy(kcm, &msg->msg_iter, len);
+		err = kcm_tx_add(kcm, msg, len, splice);
 	if (err)
 		goto out;
 
@@ -1042,72 +1282,18 @@ out:
 	return err;
 }
 
-/* Context: lock_sock(kcm) held.  Adds a reference to @page as a chunk. */
-static int kcm_tx_add_page(struct kcm_sock *kcm, struct page *page,
-			   int offset, size_t size)
-{
-	struct sk_buff *chunk = alloc_skb(0, GFP_KERNEL);
-
-	if (!chunk)
-		return -ENOMEM;
-
-	get_page(page);
-	skb_fill_page_desc(chunk, 0, page, offset, size);
-	skb_shinfo(chunk)->flags |= SKBFL_SHARED_FRAG;
-	chunk->len = size;
-	chunk->data_len = size;
-	chunk->truesize += size;
-	if (!kcm->tx_partial)
-		kcm_tx_start(kcm, chunk);
-	else
-		kcm_tx_link(&kcm->sk, kcm->tx_partial, chunk);
-	return 0;
-}
-
 /**
- * kcm_sendpage() - add a page reference to a message, without copying
+ * kcm_sendmsg() - sendmsg() on a KCM socket
  * @sock: a KCM socket
- * @page: the page
- * @offset: where the data starts in @page
- * @size: bytes
- * @flags: MSG_MORE or MSG_SENDPAGE_NOTLAST keep the message open (for
- *	both socket types), MSG_BATCH defers transmission
+ * @msg: the data and flags (kcm_tx_sendmsg())
+ * @len: bytes in @msg
  *
  * Context: process context, may sleep.
- * Return: @size, or a negative errno.
+ * Return: @len, or a negative errno with nothing added to the message.
  */
-ssize_t kcm_sendpage(struct socket *sock, struct page *page, int offset,
-		     size_t size, int flags)
+int kcm_sendmsg(struct socket *sock, struct msghdr *msg, size_t len)
 {
-	struct sock *sk = sock->sk;
-	struct kcm_sock *kcm = kcm_sk(sk);
-	bool eor = false;
-	long timeo;
-	int err;
-
-	if (flags & MSG_OOB)
-		return -EOPNOTSUPP;
-
-	timeo = sock_sndtimeo(sk, flags & MSG_DONTWAIT);
-	lock_sock(sk);
-	err = sock_error(sk);
-	if (!err)
-		err = kcm_tx_check_size(kcm, size);
-	if (!err && size)
-		err = kcm_tx_wait_room(kcm, size, &timeo);
-	if (!err && size)
-		err = kcm_tx_add_page(kcm, page, offset, size);
-	if (err)
-		goto out;
-
-	eor = !(flags & (MSG_MORE | MSG_SENDPAGE_NOTLAST));
-	if (eor)
-		kcm_tx_end(kcm);
-	err = size;
-out:
-	kcm_tx_call_end(kcm, flags, eor && err >= 0, err < 0);
-	release_sock(sk);
-	return err;
+	return kcm_tx_sendmsg(sock, msg, len, kcm_msg_splice(msg));
 }
 
 /**

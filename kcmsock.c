@@ -101,6 +101,8 @@
 #include <net/sock.h>
 #include <net/kcm.h>
 
+#include "kcm_compat.h"
+
 static struct proto kcm_proto = {
 	.name = "KCM",
 	.owner = THIS_MODULE,
@@ -232,11 +234,10 @@ static struct file *kcm_clone(struct socket *sock, int flags)
 }
 
 /**
- * kcm_accept() - accept(2) and accept4(2): a new socket on the same mux
+ * kcm_accept_sock() - accept(2) and accept4(2): a new socket on the same mux
  * @sock: a KCM socket the caller holds open
  * @newsock: the socket the socket layer made for the result, with its file
  *	(SOCK_CLOEXEC, SOCK_NONBLOCK applied) and LSM accept check done
- * @flags: file flags; a KCM accept never waits, so they do not matter
  * @kern: the caller is the kernel
  *
  * The 2015 design's way to clone: like SIOCKCMCLONE, but the new socket
@@ -247,8 +248,7 @@ static struct file *kcm_clone(struct socket *sock, int flags)
  * Context: process context, may sleep.
  * Return: 0 or -ENOMEM.
  */
-static int kcm_accept(struct socket *sock, struct socket *newsock, int flags,
-		      bool kern)
+int kcm_accept_sock(struct socket *sock, struct socket *newsock, bool kern)
 {
 	struct sock *sk = sock->sk;
 	struct kcm_sock *kcm;
@@ -490,7 +490,9 @@ static const struct proto_ops kcm_ops = {
 	.sendmsg = kcm_sendmsg,
 	.recvmsg = kcm_recvmsg,
 	.mmap = sock_no_mmap,
+#ifdef KCM_HAVE_SENDPAGE
 	.sendpage = kcm_sendpage,
+#endif
 };
 
 static const struct net_proto_family kcm_family_ops = {

@@ -34,7 +34,7 @@ static inline void kcm_lo_up(void)
 	struct ifreq ifr = { 0 };
 	int fd = socket(AF_INET, SOCK_DGRAM, 0);
 
-	strcpy(ifr.ifr_name, "lo");
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
 	if (fd >= 0 && !ioctl(fd, SIOCGIFFLAGS, &ifr)) {
 		ifr.ifr_flags |= IFF_UP;
 		ioctl(fd, SIOCSIFFLAGS, &ifr);

@@ -445,7 +445,7 @@ static void lo_up(void)
 	int fd = socket(AF_INET, SOCK_DGRAM, 0);
 
 	memset(&ifr, 0, sizeof(ifr));
-	strcpy(ifr.ifr_name, "lo");
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
 	if (fd >= 0 && !ioctl(fd, SIOCGIFFLAGS, &ifr) &&
 	    !(ifr.ifr_flags & IFF_UP)) {
 		ifr.ifr_flags |= IFF_UP;

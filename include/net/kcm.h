@@ -477,6 +477,9 @@ static inline struct kcm_net *kcm_net(const struct net *net)
 	return net_generic(net, kcm_net_id);
 }
 
+/* kcmsock.c: the socket calls */
+int kcm_accept_sock(struct socket *sock, struct socket *newsock, bool kern);
+
 /* kcm_mux.c: multiplexor life cycle and namespace state */
 struct kcm_mux *kcm_mux_alloc(struct net *net);
 void kcm_mux_free(struct kcm_mux *mux);
@@ -540,8 +543,8 @@ void kcm_psock_state_change(struct sock *csk);
 void kcm_tx_sock_leave(struct kcm_sock *kcm);
 void kcm_tx_sock_flush_work(struct kcm_sock *kcm);
 int kcm_sendmsg(struct socket *sock, struct msghdr *msg, size_t len);
-ssize_t kcm_sendpage(struct socket *sock, struct page *page, int offset,
-		     size_t size, int flags);
+int kcm_tx_sendmsg(struct socket *sock, struct msghdr *msg, size_t len,
+		   bool splice);
 
 /* kcmproc.c: /proc/net/kcm, /proc/net/kcm_stats and /proc/net/kcm_ext */
 #ifdef CONFIG_PROC_FS

@@ -7,10 +7,13 @@
 # then (our module only) make install, DKMS and a second boot that shows
 # socket(AF_KCM) autoloading the installed module; then the TAP is counted.  Ends with "N passed, N failed, N skipped".
 #
-#   check.sh --module KO [--module-kind ours|distro|path] [--kver VER]
+#   check.sh --module KO [--module-kind ours|distro|path] [--kver VER] [--kdir DIR]
 #            [--timeout SECS] [--kernel IMG] [--run CMD] [--stage PATH]...
 #            [--extra-modules LIST] [--out DIR] [--vm-only]
 #
+# --kdir: the headers the module was built with (default
+# /lib/modules/VER/build): the lint gate builds with them too, so that it
+# cannot leave a kcm.ko for another kernel behind.
 # --kernel, --extra-modules: passed to vm.sh.  --run: the guest command
 # (selftests/run_tests.sh).  --stage: also copied into the guest's /kcm.
 # --out: where the payload, check.log and vm/ go (.build).  --vm-only: no
@@ -26,6 +29,7 @@ build=$top/.build
 module=
 kind=ours
 kver=
+kdir=
 timeout=900
 kernel=
 run=selftests/run_tests.sh
@@ -38,6 +42,7 @@ while [ $# -gt 0 ]; do
 	--module) module=$2; shift 2 ;;
 	--module-kind) kind=$2; shift 2 ;;
 	--kver) kver=$2; shift 2 ;;
+	--kdir) kdir=$2; shift 2 ;;
 	--timeout) timeout=$2; shift 2 ;;
 	--kernel) kernel=$2; shift 2 ;;
 	--run) run=$2; shift 2 ;;
@@ -93,7 +98,8 @@ if [ "$kind" = ours ] && [ -z "${KCM_SKIP_LINT:-}" ] && [ -z "$vm_only" ]; then
 	else
 		echo "# lint (in ${tree#"$top"/}, without git)"
 	fi
-	"$tree/tools/lint.sh" | tee -a "$log"
+	[ -n "$kdir" ] || kdir=${kver:+/lib/modules/$kver/build}
+	"$tree/tools/lint.sh" ${kdir:+--kdir "$kdir"} | tee -a "$log"
 fi
 
 # UAPI hygiene of our header (host side).

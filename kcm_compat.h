@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * Kernel Connection Multiplexor: the interfaces that differ between the
+ * kernels this tree builds for, in one place.
+ *
+ * Each entry names the kernel that introduced the interface used on newer
+ * kernels; Documentation/networking/kcm.rst ("Kernel versions") lists
+ * them.  In the kernel tree only the newest branch of each remains.  This
+ * is the one file that tests LINUX_VERSION_CODE (make lint lets it).
+ *
+ *  - 6.5: proto_ops.sendpage, kernel_sendpage_locked() and
+ *    MSG_SENDPAGE_NOTLAST are gone; sendmsg() with MSG_SPLICE_PAGES and a
+ *    bvec iterator carries page references both ways.  Tested by version:
+ *    Debian's 6.1 defines MSG_SPLICE_PAGES (only to clear it on entry)
+ *    while its TCP still ignores it.
+ *  - 6.10: proto_ops.accept takes a struct proto_accept_arg.
+ *  - 6.11: skb_frag_unref() and friends live in <linux/skbuff_ref.h>.
+ *  - 6.12: <asm/unaligned.h> became <linux/unaligned.h> (kcm_parser.c and
+ *    kcm_test.c include this header for it).
+ */
+
+#ifndef __KCM_COMPAT_H
+#define __KCM_COMPAT_H
+
+#include <linux/bvec.h>
+#include <linux/net.h>
+#include <linux/socket.h>
+#include <linux/uio.h>
+#include <linux/version.h>
+#include <net/sock.h>
+#include <net/tcp.h>
+#include <net/kcm.h>
+
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 12, 0)
+#include <linux/unaligned.h>
+#else
+#include <asm/unaligned.h>
+#endif
+
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 11, 0)
+#include <linux/skbuff_ref.h>
+#endif
+
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 5, 0)
+
+/**
+ * kcm_tcp_send_pages_locked() - write page segments to a TCP socket
+ * @csk: the TCP socket
+ * @bv: the segments; TCP takes its own page references
+ * @nr: number of segments
+ * @len: their bytes
+ * @flags: MSG_DONTWAIT, MSG_NOSIGNAL, MSG_MORE
+ *
+ * Context: lock_sock(csk) held.
+ * Return: bytes written (maybe fewer than @len), or a negative errno.
+ */
+static inline int kcm_tcp_send_pages_locked(struct sock *csk,
+					    struct bio_vec *bv,
+					    unsigned int nr, size_t len,
+					    int flags)
+{
+	struct msghdr msg = { .msg_flags = flags | MSG_SPLICE_PAGES };
+
+	iov_iter_bvec(&msg.msg_iter, ITER_SOURCE, bv, nr, len);
+	return tcp_sendmsg_locked(csk, &msg, len);
+}
+
+/* Context: any.  Does @msg hand over page references (splice())? */
+static inline bool kcm_msg_splice(const struct msghdr *msg)
+{
+	return msg->msg_flags & MSG_SPLICE_PAGES;
+}
+
+#else /* before 6.5: sendpage */
+
+#define KCM_HAVE_SENDPAGE 1
+
+static inline int kcm_tcp_send_pages_locked(struct sock *csk,
+					    struct bio_vec *bv,
+					    unsigned int nr, size_t len,
+					    int flags)
+{
+	unsigned int i;
+	int done = 0, ret, more;
+
+	for (i = 0; i < nr; i++) {
+		more = i + 1 < nr ? MSG_MORE | MSG_SENDPAGE_NOTLAST : 0;
+		ret = kernel_sendpage_locked(csk, bv[i].bv_page,
+					     bv[i].bv_offset, bv[i].bv_len,
+					     flags | more);
+		if (ret <= 0)
+			return done ? done : ret;
+		done += ret;
+		if (ret < bv[i].bv_len)
+			break;
+	}
+	return done;
+}
+
+static inline bool kcm_msg_splice(const struct msghdr *msg)
+{
+	return false;
+}
+
+/**
+ * kcm_sendpage() - proto_ops.sendpage before 6.5: one page segment
+ * @sock: a KCM socket
+ * @page: the page
+ * @offset: where the data starts in @page
+ * @size: bytes
+ * @flags: MSG_MORE or MSG_SENDPAGE_NOTLAST keep the message open (for
+ *	both socket types), MSG_BATCH defers transmission
+ *
+ * The same path as sendmsg(MSG_SPLICE_PAGES) on newer kernels.
+ *
+ * Context: process context, may sleep.
+ * Return: @size, or a negative errno.
+ */
+static inline ssize_t kcm_sendpage(struct socket *sock, struct page *page,
+				   int offset, size_t size, int flags)
+{
+	struct msghdr msg = { .msg_flags = flags };
+	struct bio_vec bv;
+
+	if (flags & MSG_SENDPAGE_NOTLAST)
+		msg.msg_flags |= MSG_MORE;
+	bvec_set_page(&bv, page, size, offset);
+	iov_iter_bvec(&msg.msg_iter, ITER_SOURCE, &bv, 1, size);
+	return kcm_tx_sendmsg(sock, &msg, size, true);
+}
+
+#endif /* 6.5 */
+
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 10, 0)
+
+/* proto_ops.accept: see kcm_accept_sock(). */
+static inline int kcm_accept(struct socket *sock, struct socket *newsock,
+			     struct proto_accept_arg *arg)
+{
+	return kcm_accept_sock(sock, newsock, arg->kern);
+}
+
+#else
+
+static inline int kcm_accept(struct socket *sock, struct socket *newsock,
+			     int flags, bool kern)
+{
+	return kcm_accept_sock(sock, newsock, kern);
+}
+
+#endif
+
+#endif /* __KCM_COMPAT_H */
