@@ -8,6 +8,9 @@
 #   failover_client  one of two connections is reset halfway
 #   bpf_parser       the parser from clang, loaded by libbpf; then the
 #                    same parser as raw instructions
+#   kcm_demo         the demo of make run (staged as ../kcm_demo): its two
+#                    connections told apart by fd and TCP endpoints, and
+#                    every request received whole, naming its connection
 
 set -u
 cd "$(dirname "$0")/../examples" || { echo "not ok 1 examples: no ../examples"; exit 1; }
@@ -51,8 +54,33 @@ run() {
 	fi
 }
 
+# The demo's output: two attach lines with different fds and client
+# endpoints, and its 8 requests, 0 to 7, each received once, each naming
+# the client end of one of those connections, 4 on each.
+demo_ok() {
+	printf '%s\n' "$1" | awk '
+	/^ioctl\(SIOCKCMATTACH\) connection [0-9]+: TCP fd [0-9]+, / {
+		fd = $6; sub(",", "", fd)
+		ep = $10; sub(",", "", ep)
+		if (fd in fds || ep in eps) bad = 1
+		fds[fd] = 1; eps[ep] = 0; conns++
+	}
+	/^worker [0-9]+: recv\(\) = / {
+		n = split($0, w, " ")
+		ep = w[n]; sub("\"$", "", ep)
+		req = w[n - 2]
+		if (!(ep in eps) || req in reqs) bad = 1
+		eps[ep]++; reqs[req] = 1; got++
+	}
+	END {
+		for (ep in eps)
+			if (eps[ep] != 4) bad = 1
+		exit !(conns == 2 && got == 8 && !bad)
+	}'
+}
+
 echo "TAP version 13"
-echo "1..5"
+echo "1..6"
 run "prefork_server: 4 workers receive all 300 requests over 3 connections" \
 	"server: 4 workers received 300 of 300 requests" "$SEGMENT" \
 	./prefork_server -w 4 -c 3 -n 300
@@ -68,4 +96,15 @@ run "bpf_parser: clang-built parser loaded with libbpf frames 150 messages" \
 run "bpf_parser -r: the same parser as raw instructions, same result" \
 	"bpf_parser (raw instructions): 150 messages, 219730 bytes" "$SEGMENT" \
 	./bpf_parser -r
+
+n=$((n + 1))
+out=$(../kcm_demo 2>&1)
+rc=$?
+echo "$out" | sed 's/^/# /'
+if [ "$rc" = 0 ] && demo_ok "$out"; then
+	echo "ok $n examples: kcm_demo: two connections told apart by fd and endpoints, 8 requests whole"
+else
+	echo "not ok $n examples: kcm_demo: two connections told apart by fd and endpoints, 8 requests whole (exit $rc)"
+	failed=$((failed + 1))
+fi
 [ "$failed" = 0 ]

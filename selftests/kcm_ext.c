@@ -420,7 +420,10 @@ TEST_DIFFERS(lenfield_bad_parameters, NO_EXT)
 	ASSERT_ERRNO(attach_lenfield(kcm, kcm_socket(SOCK_DGRAM), &good),
 		     EOPNOTSUPP);
 
-	/* Classic BPF: empty, unterminated, bad opcode, unreadable. */
+	/* Classic BPF: none (NULL), empty, unterminated, bad opcode,
+	 * unreadable.
+	 */
+	ASSERT_ERRNO(attach_cbpf(kcm, local, NULL, 3), EINVAL);
 	ASSERT_ERRNO(attach_cbpf(kcm, local, cbpf_len4, 0), EINVAL);
 	ASSERT_ERRNO(attach_cbpf(kcm, local, cbpf_len4, 2), EINVAL);
 	{
@@ -575,7 +578,7 @@ static int set_recv_conn_id(int fd, int on)
 }
 
 /* recvmsg() with room for one control message; *@id = -1 without one. */
-static ssize_t recv_with_id(int fd, char *buf, size_t len, long *id)
+static ssize_t recv_with_id(int fd, char *buf, size_t len, long long *id)
 {
 	char ctl[CMSG_SPACE(sizeof(__u32))];
 	struct iovec iov = { .iov_base = buf, .iov_len = len };
@@ -602,7 +605,7 @@ static ssize_t recv_with_id(int fd, char *buf, size_t len, long *id)
 }
 
 /* sendmsg() of @buf addressed to connection @id (none when @id < 0). */
-static ssize_t send_to_id(int fd, const char *buf, size_t len, long id,
+static ssize_t send_to_id(int fd, const char *buf, size_t len, long long id,
 			  int flags)
 {
 	char ctl[CMSG_SPACE(sizeof(__u32))];
@@ -649,7 +652,7 @@ TEST_DIFFERS(conn_id_echo_server, NO_CONN)
 	char buf[256], want[256];
 	struct conn_mux m;
 	int i, j;
-	long id;
+	long long id;
 	ssize_t n;
 
 	kcm_enter_netns();
@@ -693,7 +696,7 @@ TEST_DIFFERS(conn_id_absent_without_option, NO_CONN)
 {
 	struct conn_mux m;
 	char buf[256];
-	long id;
+	long long id;
 
 	kcm_enter_netns();
 	conn_mux_setup(&m, SOCK_SEQPACKET);

@@ -5,7 +5,8 @@
  * against getsockname()/getpeername()/fstat() of the sockets and against
  * the messages the test moved; then tools/kcmstat (staged as ../kcmstat,
  * or $KCMSTAT) on the same kind of live mux: its JSON, its table, its
- * rates and its -n.  Each test runs in a namespace of its own.
+ * rates in both, the namespace totals of /proc/net/kcm_stats in both, and
+ * its -n.  Each test runs in a namespace of its own.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -428,6 +429,21 @@ static void json_of_fd(int fd, char *obj, size_t size)
 	ASSERT_OK(json_obj(out, anchor, obj, size));
 }
 
+/* The totals object @kind ("mux", "psock") of kcmstat -j's out[]. */
+static void json_totals(const char *kind, char *obj, size_t size)
+{
+	const char *t = strstr(out, "\"totals\":{");
+	char anchor[32];
+
+	ASSERT_TRUE(t);
+	t += strlen("\"totals\":");
+	snprintf(anchor, sizeof(anchor), "\"%s\":{", kind);
+	t = strstr(t, anchor);
+	ASSERT_TRUE(t);
+	t += strlen(anchor) - 1;
+	ASSERT_OK(json_obj(t, "\"", obj, size));
+}
+
 /* Checks kcmstat -j's view of the mux of mux2_run(). */
 static void check_json_mux2(const struct mux2 *m)
 {
@@ -568,6 +584,234 @@ TEST_DIFFERS(kcmstat_rates, "no /proc/net/kcm_ext: the extended view is ours")
 	EXPECT_EQ(moved(obj, "rx_bytes"), 50 * 104);
 	json_of_fd(m.l[1], obj, sizeof(obj));
 	EXPECT_EQ(moved(obj, "rx_msgs"), 0);
+	json_totals("mux", obj, sizeof(obj));
+	EXPECT_EQ(moved(obj, "rx_msgs"), 50);
+	EXPECT_EQ(moved(obj, "rx_bytes"), 50 * 104);
+	EXPECT_EQ(moved(obj, "tx_msgs"), 10);
+	EXPECT_EQ(moved(obj, "tx_bytes"), 10 * 40);
+	json_totals("psock", obj, sizeof(obj));
+	EXPECT_EQ(moved(obj, "rx_msgs"), 50);
+	EXPECT_EQ(moved(obj, "tx_bytes"), 10 * 40);
+}
+
+/* The @n-th word (from 0) of the line at @line, in @w; 0 or -1. */
+static int word_at(const char *line, int n, char *w, size_t size)
+{
+	const char *p = line, *e;
+
+	for (;;) {
+		while (*p == ' ')
+			p++;
+		if (!*p || *p == '\n')
+			return -1;
+		e = p + strcspn(p, "\n ");
+		if (!n--) {
+			snprintf(w, size, "%.*s", (int)(e - p), p);
+			return 0;
+		}
+		p = e;
+	}
+}
+
+/*
+ * A cell of a kcmstat table in @text: the column @col of the header line
+ * whose first word is @head, in the row whose first word is @row below
+ * it, or (@row NULL, the totals) in the line right below it, which has no
+ * first word of its own.  Returns its number, or -1 if there is none.
+ */
+static double table_cell(const char *text, const char *head, const char *row,
+			 const char *col)
+{
+	const char *l = text;
+	char w[64];
+	int i, idx = -1;
+
+	for (; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+		if (!word_at(l, 0, w, sizeof(w)) && !strcmp(w, head))
+			break;
+	if (!l || !*l)
+		return -1;
+	for (i = 1; !word_at(l, i, w, sizeof(w)); i++)
+		if (!strcmp(w, col))
+			idx = i;
+	if (idx < 0 || !strchr(l, '\n'))
+		return -1;
+	l = strchr(l, '\n') + 1;
+	if (!row) {
+		if (word_at(l, idx - 1, w, sizeof(w)))
+			return -1;
+		return strtod(w, NULL);
+	}
+	for (; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+		if (!word_at(l, 0, w, sizeof(w)) && !strcmp(w, row))
+			break;
+	if (!l || !*l || word_at(l, idx, w, sizeof(w)))
+		return -1;
+	return strtod(w, NULL);
+}
+
+/*
+ * The namespace totals (/proc/net/kcm_stats) in kcmstat's JSON and table,
+ * against a known burst: mux2_run()'s 8 messages in and 4 out, then a
+ * second mux with 2 in that is destroyed; the totals keep it, and keep
+ * everything once the first mux is gone too.
+ */
+TEST_DIFFERS(kcmstat_totals, "no /proc/net/kcm_ext: the extended view is ours")
+{
+	int kcm, peer, local, pass;
+	char obj[4096];
+	struct mux2 m;
+
+	kcm_enter_netns();
+	ASSERT_EQ(kcmstat("-j"), 0);
+	json_totals("mux", obj, sizeof(obj));
+	EXPECT_EQ(json_num(obj, "rx_msgs"), 0);
+	EXPECT_EQ(json_num(obj, "attach"), 0);
+
+	mux2_run(&m, AF_INET);
+	kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+	ASSERT_GE(kcm, 0);
+	ASSERT_OK(kcm_send_msgs(peer, 0, 2, 20));
+	ASSERT_GE(kcm_recv_check(kcm, buf, sizeof(buf)), 0);
+	ASSERT_GE(kcm_recv_check(kcm, buf, sizeof(buf)), 0);
+	close(kcm);
+	close(local);
+
+	for (pass = 0; pass < 2; pass++) {
+		if (pass) {
+			close(m.kcm[0]);
+			close(m.kcm[1]);
+		}
+		ASSERT_EQ(kcmstat("-j"), 0);
+		EXPECT_EQ(!!strstr(out, "\"muxes\":[]"), pass);
+		json_totals("mux", obj, sizeof(obj));
+		EXPECT_EQ(json_num(obj, "rx_msgs"), 10);
+		EXPECT_EQ(json_num(obj, "rx_bytes"), MUX2_RX_BYTES + 2 * 24);
+		EXPECT_EQ(json_num(obj, "tx_msgs"), 4);
+		EXPECT_EQ(json_num(obj, "tx_bytes"), 4 * 40);
+		EXPECT_EQ(json_num(obj, "tx_retries"), 0);
+		EXPECT_EQ(json_num(obj, "attach"), 3);
+		EXPECT_EQ(json_num(obj, "unattach"), pass ? 3 : 1);
+		EXPECT_EQ(json_num(obj, "rx_ready_drops"), 0);
+		json_totals("psock", obj, sizeof(obj));
+		EXPECT_EQ(json_num(obj, "rx_msgs"), 10);
+		EXPECT_EQ(json_num(obj, "rx_bytes"), MUX2_RX_BYTES + 2 * 24);
+		EXPECT_EQ(json_num(obj, "tx_msgs"), 4);
+		EXPECT_EQ(json_num(obj, "tx_bytes"), 4 * 40);
+		EXPECT_EQ(json_num(obj, "rx_bad_len"), 0);
+		EXPECT_EQ(json_num(obj, "rx_timeouts"), 0);
+		EXPECT_EQ(json_num(obj, "tx_aborts"), 0);
+
+		ASSERT_EQ(kcmstat(""), 0);
+		EXPECT_EQ(!!strstr(out, "no KCM multiplexors\n"), pass);
+		EXPECT_TRUE(strstr(out, "\nnamespace totals (/proc/net/kcm_stats"));
+		EXPECT_EQ(table_cell(out, "MUX", NULL, "RX-Msgs"), 10);
+		EXPECT_EQ(table_cell(out, "MUX", NULL, "RX-Bytes"),
+			  MUX2_RX_BYTES + 2 * 24);
+		EXPECT_EQ(table_cell(out, "MUX", NULL, "TX-Bytes"), 4 * 40);
+		EXPECT_EQ(table_cell(out, "MUX", NULL, "Attach"), 3);
+		EXPECT_EQ(table_cell(out, "MUX", NULL, "Unattach"), pass ? 3 : 1);
+		EXPECT_EQ(table_cell(out, "MUX", NULL, "RX-RdyDrops"), 0);
+		EXPECT_EQ(table_cell(out, "Psock", NULL, "RX-Msgs"), 10);
+		EXPECT_EQ(table_cell(out, "Psock", NULL, "TX-Msgs"), 4);
+		EXPECT_EQ(table_cell(out, "Psock", NULL, "TX-Aborts"), 0);
+	}
+}
+
+/*
+ * Messages or bytes moved in a table report's interval: the rate column
+ * @col of a cell (see table_cell()) times the interval of "-- SECS s --".
+ * Rates have one decimal and the interval three, so bytes come out within
+ * a few of the truth and messages exact once rounded.
+ */
+static long table_moved(const char *report, const char *head, const char *row,
+			const char *col)
+{
+	const char *t = strstr(report, "-- ");
+	double rate = table_cell(report, head, row, col);
+
+	if (!t || rate < 0)
+		return -1;
+	return lround(rate * strtod(t + 3, NULL));
+}
+
+/*
+ * The table form of kcmstat -i 2 -c 2, as kcmstat_rates for the JSON:
+ * nothing moves in the first interval; in the second, 50 messages of 104
+ * bytes in on connection 0 and 10 of 40 out, per mux, KCM socket,
+ * connection and in the namespace totals.
+ */
+TEST_DIFFERS(kcmstat_rates_table, "no /proc/net/kcm_ext: the extended view is ours")
+{
+	const char *bin = getenv("KCMSTAT") ? getenv("KCMSTAT") : "../kcmstat";
+	char cmd[256], msg[64], *second;
+	int i, got, lines = -1;
+	size_t n = 0, len;
+	const char *u;
+	double secs, r[4];
+	struct mux2 m;
+	FILE *f;
+
+	kcm_enter_netns();
+	mux2_run(&m, AF_INET);
+	snprintf(cmd, sizeof(cmd), "%s -i 2 -c 2", bin);
+	f = popen(cmd, "r");
+	ASSERT_TRUE(f);
+	/* The first report ends with the line after the Psock totals' header. */
+	while (lines && fgets(out + n, sizeof(out) - n, f)) {
+		if (!strncmp(out + n, "  Psock ", 8))
+			lines = 1;
+		else if (lines > 0)
+			lines--;
+		n += strlen(out + n);
+	}
+	ASSERT_EQ(lines, 0);
+	EXPECT_TRUE(strstr(out, "rx-msg/s"));
+	EXPECT_EQ(table_moved(out, "PSOCK", "psock-0", "rx-msg/s"), 0);
+	EXPECT_EQ(table_moved(out, "KCM", "kcm-0", "tx-B/s"), 0);
+	EXPECT_EQ(table_moved(out, "MUX", NULL, "rx-msg/s"), 0);
+	EXPECT_EQ(table_moved(out, "Psock", NULL, "tx-B/s"), 0);
+
+	ASSERT_OK(kcm_send_msgs(m.p[0], 100, 50, 100));
+	recv_any(&m, 50);
+	for (i = 0; i < 10; i++) {
+		len = kcm_msg_build(msg, 36, i);
+		ASSERT_EQ(send(m.kcm[0], msg, len, 0), len);
+	}
+	usleep(100000);
+	EXPECT_EQ(drain(m.p[0]) + drain(m.p[1]), 10 * 40);
+
+	second = out + n;
+	n += fread(out + n, 1, sizeof(out) - 1 - n, f);
+	out[n] = 0;
+	EXPECT_EQ(WEXITSTATUS(pclose(f)), 0);
+	ASSERT_TRUE(strstr(second, "-- "));
+	secs = strtod(strstr(second, "-- ") + 3, NULL);
+	EXPECT_GE(secs, 1.9);
+	/* The mux line: its four rates follow "unattach N". */
+	u = strstr(second, ", unattach ");
+	ASSERT_TRUE(u);
+	got = sscanf(u, ", unattach %*u %lf %lf %lf %lf", &r[0], &r[1], &r[2],
+		     &r[3]);
+	ASSERT_EQ(got, 4);
+	EXPECT_EQ(lround(r[0] * secs), 50);
+	EXPECT_LE(labs(lround(r[1] * secs) - 50 * 104), 2);
+	EXPECT_EQ(lround(r[2] * secs), 10);
+	EXPECT_LE(labs(lround(r[3] * secs) - 400), 2);
+	EXPECT_EQ(table_moved(second, "PSOCK", "psock-0", "rx-msg/s"), 50);
+	EXPECT_LE(labs(table_moved(second, "PSOCK", "psock-0", "rx-B/s") -
+		       50 * 104), 2);
+	EXPECT_EQ(table_moved(second, "PSOCK", "psock-1", "rx-msg/s"), 0);
+	EXPECT_EQ(table_moved(second, "KCM", "kcm-0", "tx-msg/s"), 10);
+	EXPECT_LE(labs(table_moved(second, "KCM", "kcm-0", "tx-B/s") - 400), 2);
+	EXPECT_EQ(table_moved(second, "KCM", "kcm-1", "tx-msg/s"), 0);
+	EXPECT_EQ(table_moved(second, "MUX", NULL, "rx-msg/s"), 50);
+	EXPECT_LE(labs(table_moved(second, "MUX", NULL, "rx-B/s") - 50 * 104),
+		  2);
+	EXPECT_EQ(table_moved(second, "MUX", NULL, "tx-msg/s"), 10);
+	EXPECT_LE(labs(table_moved(second, "MUX", NULL, "tx-B/s") - 400), 2);
+	EXPECT_EQ(table_moved(second, "Psock", NULL, "rx-msg/s"), 50);
+	EXPECT_EQ(table_moved(second, "Psock", NULL, "tx-msg/s"), 10);
 }
 
 /*

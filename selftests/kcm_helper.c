@@ -8,6 +8,10 @@
  *                           wait for a signal with both sockets open
  *   kcm_helper netns-hold   in a new network namespace, make and close a
  *                           mux, print "ready", then wait for a signal
+ *   kcm_helper exec PROG    run PROG (a test program) without a shell: a
+ *                           kernel that cannot run it (ENOEXEC: a 32-bit
+ *                           program without IA32 emulation) gets one TAP
+ *                           SKIP line and exit status 4
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -62,14 +66,32 @@ static int hold(int netns)
 	return 0;
 }
 
+static int exec_test(char **argv)
+{
+	const char *prog = argv[0];
+	const char *name = strrchr(prog, '/') ? strrchr(prog, '/') + 1 : prog;
+
+	execv(prog, argv);
+	if (errno == ENOEXEC) {
+		/* A kernel without CONFIG_IA32_EMULATION */
+		printf("ok 1 %s # SKIP this kernel cannot run it (%s)\n",
+		       name, strerror(errno));
+		return KSFT_SKIP;
+	}
+	printf("not ok 1 %s: exec: %s\n", name, strerror(errno));
+	return KSFT_FAIL;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 3 && !strcmp(argv[1], "exec"))
+		return exec_test(argv + 2);
 	if (argc == 2 && !strcmp(argv[1], "probe"))
 		return probe();
 	if (argc == 2 && !strcmp(argv[1], "hold"))
 		return hold(0);
 	if (argc == 2 && !strcmp(argv[1], "netns-hold"))
 		return hold(1);
-	fprintf(stderr, "usage: %s probe|hold|netns-hold\n", argv[0]);
+	fprintf(stderr, "usage: %s probe|hold|netns-hold|exec PROG\n", argv[0]);
 	return 2;
 }

@@ -106,6 +106,7 @@ static inline void kcm_test_register(const char *name, void (*fn)(void),
 #define ASSERT_TRUE(c)		__CHECK(c, 1, "%s", "")
 #define EXPECT_EQ(a, b)		__CMP(a, ==, b, 0)
 #define EXPECT_GE(a, b)		__CMP(a, >=, b, 0)
+#define EXPECT_LE(a, b)		__CMP(a, <=, b, 0)
 #define EXPECT_TRUE(c)		__CHECK(c, 0, "%s", "")
 
 /* A call that must fail with @err: checks both the -1 and errno. */

@@ -4,9 +4,11 @@
  *
  * A server creates a multiplexor and clones it for a pool of worker
  * processes, accepts two TCP connections and attaches them with a BPF
- * length parser.  A client sends length-prefixed requests over both
- * connections, several per write; every worker's recv() returns one whole
- * request.  /proc/net/kcm is shown before everything is closed.
+ * length parser, printing each one's descriptor and TCP endpoints.  A
+ * client sends length-prefixed requests over both connections, several per
+ * write, each naming the client end of its connection; every worker's
+ * recv() returns one whole request.  /proc/net/kcm is shown before
+ * everything is closed.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -75,6 +77,21 @@ static int load_parser(void)
 	return syscall(__NR_bpf, BPF_PROG_LOAD, &attr, sizeof(attr));
 }
 
+/* "ADDR:PORT" of the local (@peer 0) or remote end of TCP socket @fd. */
+static const char *endpoint(int fd, int peer, char *out, size_t size)
+{
+	struct sockaddr_in sin;
+	socklen_t len = sizeof(sin);
+	char a[INET_ADDRSTRLEN];
+
+	if ((peer ? getpeername : getsockname)(fd, (struct sockaddr *)&sin, &len) ||
+	    !inet_ntop(AF_INET, &sin.sin_addr, a, sizeof(a)))
+		snprintf(out, size, "?");
+	else
+		snprintf(out, size, "%s:%u", a, ntohs(sin.sin_port));
+	return out;
+}
+
 static void lo_up(void)
 {
 	struct ifreq ifr = { .ifr_name = "lo" };
@@ -87,16 +104,20 @@ static void lo_up(void)
 	close(fd);
 }
 
-/* The client: REQUESTS requests, alternating connections, two per write. */
+/*
+ * The client: REQUESTS requests, alternating connections, two per write;
+ * each names the client end of the connection it goes over.
+ */
 static void run_client(const struct sockaddr_in *sin)
 {
-	char buf[2 * 64];
+	char buf[2 * 64], from[CONNS][32];
 	int fds[CONNS], i, c;
 
 	for (c = 0; c < CONNS; c++) {
 		fds[c] = socket(AF_INET, SOCK_STREAM, 0);
 		if (connect(fds[c], (const struct sockaddr *)sin, sizeof(*sin)))
 			die("connect");
+		endpoint(fds[c], 0, from[c], sizeof(from[c]));
 	}
 	sleep(1);	/* let the server attach both connections */
 	for (i = 0; i < REQUESTS; i += 2) {
@@ -104,10 +125,10 @@ static void run_client(const struct sockaddr_in *sin)
 		int k;
 
 		for (k = i; k < i + 2; k++) {
-			char text[48];
+			char text[56];
 			uint32_t n = snprintf(text, sizeof(text),
-					      "request %d on connection %d",
-					      k, (i / 2) % CONNS);
+					      "request %d from %s", k,
+					      from[(i / 2) % CONNS]);
 			uint32_t hdr = htonl(n);
 
 			memcpy(buf + len, &hdr, 4);
@@ -163,6 +184,7 @@ int main(void)
 	if (bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) || listen(lfd, 8) ||
 	    getsockname(lfd, (struct sockaddr *)&sin, &slen))
 		die("listen");
+	fflush(stdout);	/* or the child prints it again */
 	client_pid = fork();
 	if (!client_pid)
 		run_client(&sin);
@@ -172,17 +194,26 @@ int main(void)
 		die("bpf(BPF_PROG_LOAD)");
 	for (i = 0; i < CONNS; i++) {
 		struct kcm_attach att;
+		char here[32], there[32];
 
 		tcp[i] = accept(lfd, NULL, NULL);
+		if (tcp[i] < 0)
+			die("accept");
 		att.fd = tcp[i];
 		att.bpf_fd = prog;
 		if (ioctl(fds[0], SIOCKCMATTACH, &att))
 			die("ioctl(SIOCKCMATTACH)");
-		printf("ioctl(SIOCKCMATTACH) TCP fd %d with parser \"load_word(skb, 0) + 4\"\n",
-		       tcp[i]);
-		close(tcp[i]);	/* the mux keeps the connection */
+		printf("ioctl(SIOCKCMATTACH) connection %d: TCP fd %d, %s <- client %s, ",
+		       i, tcp[i], endpoint(tcp[i], 0, here, sizeof(here)),
+		       endpoint(tcp[i], 1, there, sizeof(there)));
+		printf("parser \"load_word(skb, 0) + 4\": psock-%d\n", i);
 	}
 	close(prog);
+	/* The mux keeps the connections: the application's fds may go. */
+	for (i = 0; i < CONNS; i++)
+		close(tcp[i]);
+	printf("closed TCP fds %d and %d: the mux holds both connections\n",
+	       tcp[0], tcp[1]);
 	fflush(stdout);
 
 	for (i = 0; i < WORKERS; i++)

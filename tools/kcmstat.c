@@ -2,7 +2,8 @@
 /*
  * kcmstat: what the KCM multiplexors of a network namespace are doing, in
  * the manner of ss and nstat: each mux with its KCM sockets and its
- * attached TCP connections (endpoints, state, queues, counters).
+ * attached TCP connections (endpoints, state, queues, counters), then the
+ * totals of the namespace (destroyed muxes included).
  *
  *   kcmstat [-j] [-i SECS [-c COUNT]] [-n NETNS]
  *
@@ -14,7 +15,8 @@
  *             /var/run/netns (ip netns) or a path such as /proc/PID/ns/net
  *
  * It reads /proc/net/kcm_ext (see Documentation/networking/kcm.rst), which
- * only this implementation of KCM provides.  Exit status: 0, 1 on error.
+ * only this implementation of KCM provides, and /proc/net/kcm_stats.  Exit
+ * status: 0, 1 on error.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -27,8 +29,12 @@
 #include <unistd.h>
 
 #define KCMSTAT_EXT	"/proc/net/kcm_ext"
+#define KCMSTAT_STATS	"/proc/net/kcm_stats"
 #define MAX_KEYS	48
 #define MAX_OBJS	4096
+#define MAX_TOTALS	2	/* the MUX and Psock lines of kcm_stats */
+
+#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
 
 /* One line of kcm_ext: "kind key=value ...". */
 struct obj {
@@ -39,9 +45,23 @@ struct obj {
 	char *line;
 };
 
+/*
+ * /proc/net/kcm_stats: pairs of lines, a header ("MUX RX-Msgs ...") and
+ * its values.  Each pair is an obj of kind "MUX" or "Psock" whose keys
+ * are the kcm_ext names of the columns (RX-Msgs is rx_msgs); @col keeps
+ * the column names for the table, @head the line they point into.
+ */
+struct totals {
+	int n;
+	struct obj obj[MAX_TOTALS];
+	char *col[MAX_TOTALS][MAX_KEYS];
+	char *head[MAX_TOTALS];
+};
+
 struct snap {
 	int n;
 	struct obj obj[MAX_OBJS];
+	struct totals tot;
 	struct timespec when;
 };
 
@@ -98,6 +118,110 @@ static void snap_free(struct snap *s)
 	for (i = 0; i < s->n; i++)
 		free(s->obj[i].line);
 	s->n = 0;
+	for (i = 0; i < s->tot.n; i++) {
+		free(s->tot.obj[i].line);
+		free(s->tot.head[i]);
+	}
+	s->tot.n = 0;
+}
+
+/* The kcm_ext key of kcm_stats column @col, in @buf if made there. */
+static const char *total_key(const char *col, char *buf, size_t size)
+{
+	static const char *const map[][2] = {
+		{ "UnattchRsvd", "unattach_rsvd" },
+		{ "RX-RdyDrops", "rx_ready_drops" },
+		{ "RX-MemFail", "rx_mem_fail" },
+		{ "RX-NeedMor", "rx_need_more" },
+		{ "RX-BadLen", "rx_bad_len" },
+		{ "RX-TooBig", "rx_too_big" },
+		{ "RX-Timeout", "rx_timeouts" },
+	};
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(map); i++)
+		if (!strcmp(col, map[i][0]))
+			return map[i][1];
+	/* The others: lower case, '-' as '_' (RX-Msgs is rx_msgs) */
+	for (i = 0; col[i] && i + 1 < size; i++) {
+		if (col[i] == '-')
+			buf[i] = '_';
+		else if (col[i] >= 'A' && col[i] <= 'Z')
+			buf[i] = col[i] - 'A' + 'a';
+		else
+			buf[i] = col[i];
+	}
+	buf[i] = 0;
+	return buf;
+}
+
+/*
+ * Header line @head of kcm_stats (kept) and its @values into @t.
+ * Returns 0, or -1 when they do not pair up.
+ */
+static int totals_add(struct totals *t, char *head, char *values)
+{
+	char *hsave, *vsave, *w, *v, key[32], *line = NULL;
+	char **col = t->col[t->n];
+	size_t len = 0;
+	int n = 0;
+	FILE *f;
+
+	head[strcspn(head, "\n")] = 0;
+	values[strcspn(values, "\n")] = 0;
+	w = strtok_r(head, " ", &hsave);
+	if (!w)
+		return -1;
+	/* "kind key=value ...", as kcm_ext has it, for obj_parse() */
+	f = open_memstream(&line, &len);
+	if (!f)
+		return -1;
+	fprintf(f, "%s", w);
+	v = strtok_r(values, " ", &vsave);
+	while ((w = strtok_r(NULL, " ", &hsave)) && v && n < MAX_KEYS - 1) {
+		col[n++] = w;
+		fprintf(f, " %s=%s", total_key(w, key, sizeof(key)), v);
+		v = strtok_r(NULL, " ", &vsave);
+	}
+	col[n] = NULL;
+	fclose(f);
+	if (w || v || !n) {
+		free(line);
+		return -1;
+	}
+	obj_parse(&t->obj[t->n], line);
+	t->head[t->n++] = head;
+	return 0;
+}
+
+static int totals_read(struct totals *t)
+{
+	char *head = NULL, *values = NULL;
+	size_t cap = 0, vcap = 0;
+	int ret = 0;
+	FILE *f;
+
+	f = fopen(KCMSTAT_STATS, "r");
+	if (!f) {
+		fprintf(stderr, "kcmstat: %s: %s\n", KCMSTAT_STATS,
+			strerror(errno));
+		return -1;
+	}
+	while (getline(&head, &cap, f) > 0) {
+		if (t->n == MAX_TOTALS || getline(&values, &vcap, f) <= 0 ||
+		    totals_add(t, head, values)) {
+			fprintf(stderr, "kcmstat: %s: not the format known\n",
+				KCMSTAT_STATS);
+			ret = -1;
+			break;
+		}
+		head = NULL;
+		cap = 0;
+	}
+	free(head);
+	free(values);
+	fclose(f);
+	return ret;
 }
 
 static int snap_read(struct snap *s)
@@ -128,15 +252,21 @@ static int snap_read(struct snap *s)
 	}
 	free(line);
 	fclose(f);
-	return 0;
+	return totals_read(&s->tot);
 }
 
-/* The same object in an earlier snapshot: kind, mux id and index agree. */
+/*
+ * The same object in an earlier snapshot: kind, mux id and index agree
+ * (the totals, "MUX" and "Psock", have neither).
+ */
 static const struct obj *snap_find(const struct snap *s, const struct obj *o)
 {
 	const char *mux = !strcmp(o->kind, "mux") ? "id" : "mux";
 	int i;
 
+	for (i = 0; i < s->tot.n; i++)
+		if (!strcmp(s->tot.obj[i].kind, o->kind))
+			return &s->tot.obj[i];
 	for (i = 0; i < s->n; i++) {
 		const struct obj *p = &s->obj[i];
 
@@ -257,7 +387,21 @@ static void print_json(const struct snap *s, const struct snap *prev,
 		json_members(s, prev, secs, id, "psock", "connections");
 		putchar('}');
 	}
-	printf("]}\n");
+	/* "totals": {"mux": {...}, "psock": {...}} */
+	printf("],\"totals\":{");
+	for (i = 0; i < s->tot.n; i++) {
+		const struct obj *o = &s->tot.obj[i];
+		size_t j;
+
+		printf("%s\"", i ? "," : "");
+		for (j = 0; o->kind[j]; j++)
+			putchar(o->kind[j] >= 'A' && o->kind[j] <= 'Z' ?
+				o->kind[j] - 'A' + 'a' : o->kind[j]);
+		printf("\":{");
+		json_fields(o, prev, secs, NULL);
+		putchar('}');
+	}
+	printf("}}\n");
 }
 
 /* A rate column pair, or nothing without -i. */
@@ -380,6 +524,37 @@ static void table_mux(const struct snap *s, const struct obj *m,
 			table_psock(&s->obj[i], prev, secs);
 }
 
+/*
+ * The totals of kcm_stats: its header and value lines, each column as
+ * wide as its name or its value, then the rates with -i.
+ */
+static void table_totals(const struct snap *s, const struct snap *prev,
+			 double secs)
+{
+	int i, j;
+
+	printf("namespace totals (/proc/net/kcm_stats, destroyed muxes included)\n");
+	for (i = 0; i < s->tot.n; i++) {
+		const struct obj *o = &s->tot.obj[i];
+		char *const *col = s->tot.col[i];
+		int width[MAX_KEYS];
+
+		printf("  %-8s", o->kind);
+		for (j = 0; col[j]; j++) {
+			width[j] = strlen(col[j]);
+			if ((int)strlen(o->val[j]) > width[j])
+				width[j] = strlen(o->val[j]);
+			printf(" %*s", width[j], col[j]);
+		}
+		table_rate_header(prev);
+		printf("\n  %-8s", "");
+		for (j = 0; col[j]; j++)
+			printf(" %*s", width[j], o->val[j]);
+		table_rates(o, prev, secs);
+		putchar('\n');
+	}
+}
+
 static void print_table(const struct snap *s, const struct snap *prev,
 			double secs)
 {
@@ -394,6 +569,8 @@ static void print_table(const struct snap *s, const struct snap *prev,
 	}
 	if (!n)
 		printf("no KCM multiplexors\n");
+	putchar('\n');
+	table_totals(s, prev, secs);
 }
 
 /* Enters network namespace @name: a path, or a name under /var/run/netns. */
@@ -493,7 +670,7 @@ int main(int argc, char **argv)
 		} else {
 			if (i)
 				putchar('\n');
-			printf("-- %.1f s --\n", secs);
+			printf("-- %.3f s --\n", secs);
 			print_table(cur, prev, secs);
 		}
 		fflush(stdout);

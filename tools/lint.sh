@@ -67,12 +67,19 @@ checkpatch() {
 	echo "$dir/$base/scripts/checkpatch.pl"
 }
 
-mapfile -t kernel_c < <(git ls-files '*.c' '*.h' | grep -v -e '^selftests/' -e '^tools/')
-mapfile -t user_c < <(git ls-files 'selftests/*.c' 'selftests/*.h' 'tools/*.c' 'tools/*.h')
-mapfile -t shells < <(git ls-files '*.sh' '.ci/run' 'tools/testing/vm/guest-init')
+# The tree's files, from git or, in a copy without .git, from the tree
+files=$top/tools/tree-files.sh
+mapfile -t kernel_c < <("$files" '*.c' '*.h' ':!selftests' ':!tools')
+mapfile -t user_c < <("$files" 'selftests/*.c' 'selftests/*.h' 'tools/*.c' 'tools/*.h')
+mapfile -t shells < <("$files" '*.sh' '.ci/run' 'tools/testing/vm/guest-init')
+if [ "${#kernel_c[@]}" = 0 ] || [ "${#user_c[@]}" = 0 ] || [ "${#shells[@]}" = 0 ]; then
+	echo "not ok - lint: no files to check ($files found none)"
+	exit 1
+fi
 
 # 1. checkpatch --strict on the kernel code, the tools and the tests
-# checkpatch asks git about the tree even with --no-tree
+# checkpatch asks git about the tree even with --no-tree (and without a
+# git checkout says so)
 git_noise='^fatal: \|^total: '
 if cp=$(checkpatch); then
 	# kcm_compat.h is where the kernel versions differ: the one file
@@ -113,7 +120,7 @@ report "W=1 $sparse_flag build" 0
 report "kernel-doc -none" $?
 
 # 4. the man page: groff's own warnings and man's (line breaks, fonts)
-mapfile -t manpages < <(git ls-files 'man/*.[1-8]')
+mapfile -t manpages < <("$files" 'man/*.[1-8]')
 if command -v groff >/dev/null && command -v man >/dev/null; then
 	for page in "${manpages[@]}"; do
 		# man's stdout is the rendered page; only its warnings count.

@@ -1,8 +1,9 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# make check: the lint gate (for our module), the host-side UAPI header
-# check, then one VM boot runs the whole selftest suite against a module,
+# make check: the tree exported without .git (tools/testing/tree-check.sh),
+# the lint gate (for our module, run in that export), the host-side UAPI
+# header check, then one VM boot runs the whole selftest suite against a module,
 # then (our module only) make install, DKMS and a second boot that shows
 # socket(AF_KCM) autoloading the installed module; then the TAP is counted.  Ends with "N passed, N failed, N skipped".
 #
@@ -79,11 +80,26 @@ fi
 log=$build/check.log
 : >"$log"
 
+# The suite without git (a release tarball, a cp -r copy): the tree's files
+# exported without .git; the lint and DKMS's source copy run from there,
+# where git finds no repository (GIT_CEILING_DIRECTORIES).
+tree=$top
+if [ -z "$vm_only" ]; then
+	echo "# tree: the suite without git"
+	"$top/tools/testing/tree-check.sh" --out "$build/export" | tee -a "$log"
+	[ -x "$build/export/tools/lint.sh" ] && tree=$build/export
+fi
+export GIT_CEILING_DIRECTORIES=$build
+
 # The lint gate is part of the check of our own module.
 if [ "$kind" = ours ] && [ -z "${KCM_SKIP_LINT:-}" ] && [ -z "$vm_only" ]; then
-	echo "# lint"
+	if [ "$tree" = "$top" ]; then
+		echo "# lint"
+	else
+		echo "# lint (in ${tree#"$top"/}, without git)"
+	fi
 	[ -n "$kdir" ] || kdir=${kver:+/lib/modules/$kver/build}
-	"$top/tools/lint.sh" ${kdir:+--kdir "$kdir"} | tee -a "$log"
+	"$tree/tools/lint.sh" ${kdir:+--kdir "$kdir"} | tee -a "$log"
 fi
 
 # UAPI hygiene of our header (host side).
@@ -113,7 +129,7 @@ rc=${PIPESTATUS[0]}
 if [ "$kind" = ours ] && [ -z "$vm_only" ] && [ -z "${KCM_SKIP_DKMS:-}" ]; then
 	echo "# install: make install, DKMS, autoload in the VM"
 	"$top/tools/testing/dkms-check.sh" --kver "${kver:-$(uname -r)}" --out "$build" \
-		--timeout 300 | tee -a "$log"
+		--src "$tree" --timeout 300 | tee -a "$log"
 	[ "${PIPESTATUS[0]}" = 0 ] || rc=1
 fi
 

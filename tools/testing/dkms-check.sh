@@ -6,9 +6,12 @@
 # 1. make install into a scratch INSTALL_MOD_PATH/DESTDIR: kcm.ko lands in
 #    lib/modules/KVER/updates/, depmod resolves kcm and net-pf-41 to it,
 #    kcmstat and the man page land under PREFIX.
-# 2. DKMS on this machine: the tracked sources are copied to
-#    /usr/src/kcm-VER, then dkms add, build and install -k KVER; modinfo
-#    must then name the DKMS module, not the kernel's.
+# 2. DKMS on this machine: the module's sources (tools/tree-files.sh of
+#    the --src tree, default this one; make check passes the export of
+#    tools/testing/tree-check.sh, which has no .git but the build products
+#    of the lint) are copied to /usr/src/kcm-VER without any build
+#    product, then dkms add, build and install -k KVER; modinfo must then
+#    name the DKMS module, not the kernel's.
 # 3. One VM boot with that installed module tree (the real modules.dep and
 #    modules.alias that DKMS's depmod wrote, the DKMS kcm.ko in updates/
 #    and the kernel's own kcm.ko in kernel/) and no insmod: socket(AF_KCM)
@@ -19,22 +22,24 @@
 # the DKMS module is removed on exit, also after a failure, so that runs
 # can be repeated.
 #
-#   dkms-check.sh --kver VER [--out DIR] [--timeout SECS]
+#   dkms-check.sh --kver VER [--out DIR] [--src TREE] [--timeout SECS]
 set -uo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 kver=
 out=$top/.build
+srctree=$top
 timeout=300
 while [ $# -gt 0 ]; do
 	case $1 in
 	--kver) kver=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
 	--timeout) timeout=$2; shift 2 ;;
-	*) echo "usage: $0 --kver VER [--out DIR] [--timeout SECS]" >&2; exit 2 ;;
+	--src) srctree=$(cd "$2" && pwd) || exit 2; shift 2 ;;
+	*) echo "usage: $0 --kver VER [--out DIR] [--src TREE] [--timeout SECS]" >&2; exit 2 ;;
 	esac
 done
-[ -n "$kver" ] || { echo "usage: $0 --kver VER [--out DIR] [--timeout SECS]" >&2; exit 2; }
+[ -n "$kver" ] || { echo "usage: $0 --kver VER [--out DIR] [--src TREE] [--timeout SECS]" >&2; exit 2; }
 export PATH=$PATH:/sbin:/usr/sbin
 
 failed=0
@@ -93,11 +98,21 @@ cleanup() {
 trap cleanup EXIT
 cleanup
 
-# The module's tracked sources as they are in this tree.
+# The module's sources as they are in the tree --src names (the tree's
+# files: git's list in a checkout, or without git every file but the
+# build products), never its *.o, *.ko or .build/.
+products() {
+	find "$1" \( -name '*.o' -o -name '*.ko' -o -name '*.cmd' -o -name '*.mod' \
+		-o -name '*.mod.c' -o -name Module.symvers -o -name modules.order \
+		-o -name .build -o -name .git \) -print
+}
 mkdir -p "$src" &&
-	(cd "$top" && git ls-files -z -- . ':!selftests' ':!tools' ':!.ci' |
-		xargs -0 cp --parents -t "$src") 2>>"$slog"
-result $? "dkms: sources copied to $src"
+	(cd "$srctree" && tools/tree-files.sh -z . ':!selftests' ':!tools' ':!.ci' |
+		xargs -0 -r cp -p --parents -t "$src") 2>>"$slog" &&
+	[ -f "$src/dkms.conf" ] && [ -f "$src/Kbuild" ] && [ -f "$src/kcmsock.c" ] &&
+	[ -f "$src/include/uapi/linux/kcm.h" ] && [ ! -e "$src/tools" ] &&
+	[ -z "$(products "$src" | tee -a "$slog")" ]
+result $? "dkms: sources of ${srctree#"$top"/} copied to $src, without build products ($(products "$srctree" | wc -l) there)"
 dkms add -m kcm -v "$ver" >>"$slog" 2>&1
 result $? "dkms: dkms add kcm/$ver"
 dkms build -m kcm -v "$ver" -k "$kver" >>"$slog" 2>&1
