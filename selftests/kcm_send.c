@@ -184,21 +184,31 @@ TEST_DIFFERS(send_mmsg_cut_by_bad_msghdr,
 	close(kcm);
 }
 
+/*
+ * Attach one side of a new TCP pair to @kcm with 4 KB send and receive
+ * buffers on every socket, so that a peer that does not read fills them
+ * fast; *@peer is the other side.  Returns 0 or -1.
+ */
+static int attach_small_buffers(int kcm, int prog, int *peer)
+{
+	int local, size = 4096;
+
+	if (kcm_tcp_pair(peer, &local) ||
+	    setsockopt(local, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size)) ||
+	    setsockopt(*peer, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size)) ||
+	    setsockopt(kcm, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size)))
+		return -1;
+	return kcm_attach(kcm, local, prog);
+}
+
 /* MSG_DONTWAIT on a full send buffer ends the batch where it stops. */
 TEST(send_mmsg_full_dontwait)
 {
 	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_parser_len4();
-	int peer, local, sndbuf = 4096, rcvbuf = 4096, sent = 0, n;
+	int peer, sent = 0, n;
 	uint32_t first = 0;
 
-	ASSERT_OK(kcm_tcp_pair(&peer, &local));
-	ASSERT_OK(setsockopt(local, SOL_SOCKET, SO_SNDBUF, &sndbuf,
-			     sizeof(sndbuf)));
-	ASSERT_OK(setsockopt(peer, SOL_SOCKET, SO_RCVBUF, &rcvbuf,
-			     sizeof(rcvbuf)));
-	ASSERT_OK(setsockopt(kcm, SOL_SOCKET, SO_SNDBUF, &sndbuf,
-			     sizeof(sndbuf)));
-	ASSERT_OK(kcm_attach(kcm, local, prog));
+	ASSERT_OK(attach_small_buffers(kcm, prog, &peer));
 	/* The peer does not read: the batches stop short, then fail. */
 	for (;;) {
 		mm_build(MM_MAX, 200, first);
@@ -227,20 +237,13 @@ static void on_alarm(int sig)
 TEST(send_mmsg_signal)
 {
 	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_parser_len4();
-	int peer, local, sndbuf = 4096, rcvbuf = 4096, sent = 0, n;
+	int peer, sent = 0, n;
 	struct sigaction sa = { .sa_handler = on_alarm };
 	struct itimerval it = { .it_value = { .tv_usec = 300000 } };
 	uint32_t first = 0;
 
 	ASSERT_OK(sigaction(SIGALRM, &sa, NULL));	/* no SA_RESTART */
-	ASSERT_OK(kcm_tcp_pair(&peer, &local));
-	ASSERT_OK(setsockopt(local, SOL_SOCKET, SO_SNDBUF, &sndbuf,
-			     sizeof(sndbuf)));
-	ASSERT_OK(setsockopt(peer, SOL_SOCKET, SO_RCVBUF, &rcvbuf,
-			     sizeof(rcvbuf)));
-	ASSERT_OK(setsockopt(kcm, SOL_SOCKET, SO_SNDBUF, &sndbuf,
-			     sizeof(sndbuf)));
-	ASSERT_OK(kcm_attach(kcm, local, prog));
+	ASSERT_OK(attach_small_buffers(kcm, prog, &peer));
 	ASSERT_OK(setitimer(ITIMER_REAL, &it, NULL));
 	/* Blocks once the buffers are full, until the signal. */
 	do {
