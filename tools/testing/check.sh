@@ -3,9 +3,11 @@
 #
 # make check: the tree exported without .git (tools/testing/tree-check.sh),
 # the lint gate (for our module, run in that export), the host-side UAPI
-# header check, then one VM boot runs the whole selftest suite against a module,
-# then (our module only) make install, DKMS and a second boot that shows
-# socket(AF_KCM) autoloading the installed module; then the TAP is counted.  Ends with "N passed, N failed, N skipped".
+# header check, the kernel choice (kver-check.sh), then one VM boot runs
+# the whole selftest suite against a module, then (our module only) make
+# install, DKMS and a second boot that shows socket(AF_KCM) autoloading the
+# installed module; then the TAP is counted.  Ends with "N passed, N
+# failed, N skipped".
 #
 #   check.sh --module KO [--module-kind ours|distro|path] [--kver VER] [--kdir DIR]
 #            [--timeout SECS] [--kernel IMG] [--run CMD] [--stage PATH]...
@@ -112,6 +114,12 @@ fi
 if [ -z "$vm_only" ]; then
 	echo "# vm rig: kernel log patterns"
 	"$top/tools/testing/vm/test-scan.sh" | tee -a "$log"
+fi
+
+# The kernel choice (kver.sh, the rig goals) on made-up machines.
+if [ -z "$vm_only" ]; then
+	echo "# kernel choice: tools/testing/kver.sh and make -n"
+	"$top/tools/testing/kver-check.sh" | tee -a "$log"
 fi
 
 vm_args=(--module "$module" --payload "$payload" --timeout "$timeout"
