@@ -68,6 +68,21 @@ modver=$(modinfo -F version "$top/kcm.ko" 2>>"$slog")
 [ -n "$ver" ] && [ "$ver" = "$modver" ]
 result $? "dkms: dkms.conf PACKAGE_VERSION '$ver' is the module's MODULE_VERSION '$modver'"
 
+# The kernels dkms.conf declares (BUILD_EXCLUSIVE_KERNEL, a regular
+# expression DKMS matches with bash's =~): this one, the supported lines,
+# not the ones kcm_compat.h does not cover.
+range=$(sed -n 's/^BUILD_EXCLUSIVE_KERNEL="\(.*\)"$/\1/p' "$top/dkms.conf")
+r=0
+for v in "$kver" 6.1.0-9-amd64 6.1.0-57-amd64 6.6.30 6.10.2-arch1 6.12.118+deb12-amd64 \
+	 6.12.118+deb12-rt-amd64; do
+	[[ $v =~ $range ]] || { echo "# $v is outside '$range'" >>"$slog"; r=1; }
+done
+for v in 5.10.0-30-amd64 5.15.0-1-generic 6.0.12 6.13.0-1-amd64 6.19.3 7.1.0 16.1.0; do
+	[[ $v =~ $range ]] && { echo "# $v is inside '$range'" >>"$slog"; r=1; }
+done
+[ -n "$range" ]
+result $((r | $?)) "dkms: BUILD_EXCLUSIVE_KERNEL '$range' takes $kver and 6.1 to 6.12, not 5.x, 6.0, 6.13+"
+
 # ---- 1. make install
 inst=$work/install
 rm -rf "$inst"
