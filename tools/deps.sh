@@ -16,6 +16,8 @@ PKGS=(
 	flex bison libelf-dev libssl-dev dwarves util-linux
 	# make install and its test in make check; the man page lint
 	dkms man-db groff-base
+	# the documentation lint
+	python3-docutils
 	# the 32-bit selftests of the compat path (gcc -m32, static)
 	gcc-multilib
 	# tools/examples: a BPF parser in C (clang) loaded with libbpf, static

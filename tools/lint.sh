@@ -3,9 +3,9 @@
 #
 # The checks a netdev maintainer runs on a patch, over the whole tree:
 # checkpatch.pl --strict (from the distro's linux-source), a W=1 build with
-# sparse (C=2), kernel-doc -none, groff/man warnings on the man page, and
-# the shell scripts through shellcheck.  Prints one line per check and
-# fails if any of them says anything.
+# sparse (C=2), kernel-doc -none, groff/man warnings on the man page,
+# docutils on Documentation/*.rst and the shell scripts through shellcheck.
+# Prints one line per check and fails if any of them says anything.
 #
 #   lint.sh [--kdir DIR]
 set -uo pipefail
@@ -133,7 +133,26 @@ else
 	failed=$((failed + 1))
 fi
 
-# 5. shellcheck
+# 5. the documentation: docutils' warnings and errors (the kernel's
+# Sphinx build reports the same ones)
+mapfile -t docs < <("$files" 'Documentation/*.rst')
+if python3 -c 'import docutils' 2>/dev/null; then
+	for doc in "${docs[@]}"; do
+		python3 - "$doc" >"$out" 2>&1 <<-'EOF'
+		import sys, docutils.core
+		with open(sys.argv[1]) as f:
+		    docutils.core.publish_string(f.read(), source_path=sys.argv[1],
+		                                 writer_name='null',
+		                                 settings_overrides={'report_level': 2})
+		EOF
+		report "rst $doc" $?
+	done
+else
+	echo "not ok - lint: docutils not installed (apt-get install python3-docutils)"
+	failed=$((failed + 1))
+fi
+
+# 6. shellcheck
 if command -v shellcheck >/dev/null; then
 	shellcheck -x "${shells[@]}" >"$out" 2>&1
 	report shellcheck $?
