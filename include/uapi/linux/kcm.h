@@ -124,4 +124,17 @@ struct kcm_attach_ext {
  */
 #define KCM_CONN_ID		2
 
+/*
+ * Batched receive.  Socket option (level SOL_KCM, int 0 to 65536): the
+ * most whole messages one recvmsg() may return, back to back; 0 and 1
+ * mean one (the default).  Each such call then carries a KCM_MSG_LENS
+ * control message: one __u32 length per message, in order (and, with
+ * KCM_RECV_CONN_ID, a KCM_CONN_ID one with one __u32 id per message).
+ */
+#define KCM_RECV_BATCH		3
+#define KCM_RECV_BATCH_MAX	65536
+
+/* Control message (level SOL_KCM, __u32[]): the lengths of a batch. */
+#define KCM_MSG_LENS		3
+
 #endif /* _UAPI_LINUX_KCM_H */
