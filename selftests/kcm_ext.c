@@ -872,7 +872,7 @@ TEST_DIFFERS(conn_id_mmsg_cut_short, NO_CMSG)
  */
 static void unattach_queued_round(int delay_us)
 {
-	int sndbuf = 8192, small = 4096, n = 0, i, got = -1;
+	int sndbuf = 65536, small = 4096, n = 0, i, got = -1;
 	struct pollfd pfd[NCLIENTS];
 	struct kcm_stats st;
 	struct conn_mux m;
@@ -892,6 +892,14 @@ static void unattach_queued_round(int delay_us)
 		ASSERT_LT(++n, 100000);
 	ASSERT_EQ(errno, EAGAIN);
 	usleep(delay_us);
+	/*
+	 * The case under test: messages still queued on the KCM socket.  Its
+	 * send buffer is much larger than what the stalled TCP connection
+	 * can absorb (the receiver compacting its queue lets a few KB more
+	 * through: with an 8 KB buffer a debug kernel once drained it all).
+	 */
+	ASSERT_OK(kcm_ext_find("kcm", NULL, NULL, line, sizeof(line)));
+	ASSERT_GT(kcm_ext_num(line, "send_q"), 0);
 	ASSERT_OK(kcm_unattach(m.kcm, m.server[1]));
 
 	/* ENOENT, whatever the timing, and only once. */

@@ -14,6 +14,9 @@ set -uo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 kver=$top/tools/testing/kver.sh
 work=$(mktemp -d)
+# The Makefile as a user runs it: nothing of an outer make (make check
+# KVER=... runs this) may leak in.
+unset KVER KDIR MAKEFLAGS MFLAGS MAKELEVEL MAKEOVERRIDES
 trap 'rm -rf "$work"' EXIT
 n=0
 failed=0
