@@ -13,6 +13,7 @@
 #include <linux/skbuff.h>
 #include <linux/types.h>
 #include <linux/workqueue.h>
+#include <linux/xarray.h>
 #include <net/netns/generic.h>
 #include <net/sock.h>
 #include <linux/kcm.h>
@@ -150,8 +151,12 @@ struct kcm_net {
  *	order (struct kcm_sock.rx_node)
  * @rx_hold: complete messages that no KCM socket could take yet
  * @psocks: attached TCP sockets (struct kcm_psock.mux_node)
+ * @psock_ids: the same psocks by index (connection id); an entry is
+ *	reserved before its psock takes over the TCP socket and holds the
+ *	psock from the moment it is on @psocks until it leaves them
  * @npsocks: number of entries on @psocks
- * @next_psock_index: index given to the next psock
+ * @next_psock_index: index given to the next psock; written under
+ *	@psock_mutex and @lock
  * @tx_idle: psocks that can be reserved (struct kcm_psock.tx_node)
  * @tx_waiters: KCM sockets waiting for any psock, first come first served
  *	(struct kcm_sock.tx_wait_node)
@@ -175,6 +180,7 @@ struct kcm_mux {
 	struct list_head rx_ready;
 	struct sk_buff_head rx_hold;
 	struct list_head psocks;
+	struct xarray psock_ids;
 	unsigned int npsocks;
 	unsigned int next_psock_index;
 	struct list_head tx_idle;
