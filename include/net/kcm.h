@@ -425,6 +425,8 @@ static inline struct kcm_tx_msg *kcm_tx_msg(struct sk_buff *skb)
  * @rx_node: entry on @mux->rx_ready while @rx_ready, under @mux->lock
  * @rx_ready: the socket is in the receive rotation; under @mux->lock
  * @rx_conn_id: KCM_RECV_CONN_ID; READ_ONCE/WRITE_ONCE
+ * @rx_batch: KCM_RECV_BATCH, the most messages one read returns (0 and 1:
+ *	one); READ_ONCE/WRITE_ONCE
  * @tx_psock: the psock reserved to this socket; under @mux->lock, and
  *	only this socket (under lock_sock()) or unattach (holding
  *	lock_sock() of this socket) take it away
@@ -456,6 +458,7 @@ struct kcm_sock {
 	struct list_head rx_node;
 	bool rx_ready;
 	bool rx_conn_id;
+	unsigned int rx_batch;
 	struct kcm_psock *tx_psock;
 	struct list_head tx_wait_node;
 	bool tx_waiting;
