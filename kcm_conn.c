@@ -21,21 +21,15 @@
  * @mux: the mux
  * @id: a psock index
  *
- * A walk of the mux's psocks: attach and unattach stay cheap, and muxes
- * have few connections compared with the messages sent on them.
+ * One lookup in mux->psock_ids, whatever the number of connections.
  *
- * Context: mux->lock held.
+ * Context: mux->lock held (the entry and its psock cannot go meanwhile).
  * Return: the psock, or NULL.
  */
 struct kcm_psock *__kcm_mux_psock_by_id(struct kcm_mux *mux, u32 id)
 {
-	struct kcm_psock *psock;
-
 	lockdep_assert_held(&mux->lock);
-	list_for_each_entry(psock, &mux->psocks, mux_node)
-		if (psock->index == id)
-			return psock;
-	return NULL;
+	return xa_load(&mux->psock_ids, id);
 }
 
 /**

@@ -37,6 +37,8 @@ struct kcm_mux *kcm_mux_alloc(struct net *net)
 	INIT_LIST_HEAD(&mux->rx_ready);
 	skb_queue_head_init(&mux->rx_hold);
 	INIT_LIST_HEAD(&mux->psocks);
+	/* Taken under mux->lock, which softirqs take too. */
+	xa_init_flags(&mux->psock_ids, XA_FLAGS_LOCK_BH);
 	INIT_LIST_HEAD(&mux->tx_idle);
 	INIT_LIST_HEAD(&mux->tx_waiters);
 	mutex_init(&mux->psock_mutex);
@@ -52,6 +54,7 @@ struct kcm_mux *kcm_mux_alloc(struct net *net)
 void kcm_mux_free(struct kcm_mux *mux)
 {
 	WARN_ON_ONCE(mux->nsocks);
+	xa_destroy(&mux->psock_ids);
 	mutex_destroy(&mux->psock_mutex);
 	kfree(mux);
 }
@@ -90,6 +93,8 @@ static void kcm_mux_destroy(struct kcm_mux *mux)
 	kcm_stats_fold(&knet->psock_stats, &mux->psock_stats);
 	mutex_unlock(&knet->lock);
 
+	WARN_ON_ONCE(!xa_empty(&mux->psock_ids));
+	xa_destroy(&mux->psock_ids);
 	kfree_rcu(mux, rcu);
 }
 

@@ -122,12 +122,39 @@ static void kcm_psock_free(struct kcm_psock *psock)
 	kfree(psock);
 }
 
+/*
+ * Give @psock the next index and reserve its entry in mux->psock_ids, so
+ * that kcm_mux_add_psock() cannot fail (a reserved entry reads as none).
+ *
+ * Context: process context, mux->psock_mutex held.
+ * Return: 0 or -ENOMEM.
+ */
+static int kcm_mux_reserve_id(struct kcm_mux *mux, struct kcm_psock *psock)
+{
+	lockdep_assert_held(&mux->psock_mutex);
+	psock->index = mux->next_psock_index;
+	return xa_reserve_bh(&mux->psock_ids, psock->index, GFP_KERNEL);
+}
+
+/* Context: process context, mux->psock_mutex held; takes mux->lock. */
+static void kcm_mux_release_id(struct kcm_mux *mux, struct kcm_psock *psock)
+{
+	lockdep_assert_held(&mux->psock_mutex);
+	/* mux->psock_ids' lock is only ever taken with softirqs off. */
+	spin_lock_bh(&mux->lock);
+	xa_release(&mux->psock_ids, psock->index);
+	spin_unlock_bh(&mux->lock);
+}
+
 /* Context: process context, mux->psock_mutex held; takes mux->lock. */
 static void kcm_mux_add_psock(struct kcm_mux *mux, struct kcm_psock *psock)
 {
 	lockdep_assert_held(&mux->psock_mutex);
 	spin_lock_bh(&mux->lock);
-	psock->index = mux->next_psock_index++;
+	mux->next_psock_index++;
+	/* The entry is reserved: storing into it allocates nothing. */
+	WARN_ON_ONCE(xa_err(xa_store(&mux->psock_ids, psock->index, psock,
+				     GFP_NOWAIT)));
 	list_add_tail(&psock->mux_node, &mux->psocks);
 	mux->npsocks++;
 	mux->mstats.attach++;
@@ -161,7 +188,12 @@ static int kcm_psock_attach(struct kcm_mux *mux, struct socket *csock,
 	lock_sock(csk);
 	err = kcm_psock_check_state(csk);
 	if (!err)
+		err = kcm_mux_reserve_id(mux, psock);
+	if (!err) {
 		err = kcm_psock_take_callbacks(psock);
+		if (err)
+			kcm_mux_release_id(mux, psock);
+	}
 	if (!err) {
 		kcm_mux_add_psock(mux, psock);
 		/* Frame what arrived before the callback was ours. */
@@ -253,6 +285,7 @@ static void kcm_psock_unattach(struct kcm_psock *psock)
 
 	spin_lock_bh(&mux->lock);
 	list_del(&psock->mux_node);
+	xa_erase(&mux->psock_ids, psock->index);
 	mux->npsocks--;
 	mux->mstats.unattach++;
 	__kcm_mux_psock_gone(mux, psock);

@@ -43,6 +43,7 @@
 #include <linux/sched/signal.h>
 #include <linux/skbuff.h>
 #include <linux/workqueue.h>
+#include <net/compat.h>
 #include <net/sock.h>
 #include <net/tcp.h>
 #include <net/kcm.h>
@@ -65,6 +66,8 @@
 #define KCM_RX_BATCH		32
 /* Receiving sockets remembered per batch, to wake each once. */
 #define KCM_RX_WAKE_MAX		8
+/* Lengths and ids of a batched read kept on the stack (KCM_RECV_BATCH). */
+#define KCM_RECV_STACK		32
 
 /* ---- delivery to KCM sockets ---------------------------------------- */
 
@@ -1235,6 +1238,176 @@ static void kcm_rx_consume(struct kcm_sock *kcm, struct sk_buff *skb,
 	consume_skb(skb);
 }
 
+/* ---- batched reads (KCM_RECV_BATCH) ---------------------------------- */
+
+/**
+ * struct kcm_recv_batch - what a batched read reports in control messages
+ * @lens: length of each message, in order
+ * @ids: connection id of each message (KCM_RECV_CONN_ID)
+ * @n: messages read
+ * @room: entries @lens and @ids have: as many as the caller's control
+ *	buffer can take, so a batch is never cut short by a lack of them
+ * @stack: storage of @lens and @ids for small batches
+ */
+struct kcm_recv_batch {
+	u32 *lens;
+	u32 *ids;
+	unsigned int n;
+	unsigned int room;
+	u32 stack[2 * KCM_RECV_STACK];
+};
+
+/* Context: any.  Bytes of a control message header in @msg's layout. */
+static size_t kcm_cmsg_hdr(const struct msghdr *msg)
+{
+	if (IS_ENABLED(CONFIG_COMPAT) && (msg->msg_flags & MSG_CMSG_COMPAT))
+		return sizeof(struct compat_cmsghdr);
+	return sizeof(struct cmsghdr);
+}
+
+/* Context: any.  How many __u32 one more control message of @msg holds. */
+static unsigned int kcm_cmsg_u32_room(const struct msghdr *msg)
+{
+	size_t hdr = kcm_cmsg_hdr(msg);
+
+	if (!msg->msg_control || msg->msg_controllen <= hdr)
+		return 0;
+	return min_t(size_t, (msg->msg_controllen - hdr) / sizeof(u32),
+		     KCM_RECV_BATCH_MAX);
+}
+
+/*
+ * Give @b room for the entries of up to @max messages, as far as @msg's
+ * control buffer can take them.
+ *
+ * Context: process context, may sleep.
+ * Return: 0 or -ENOMEM.
+ */
+static int kcm_recv_batch_init(struct kcm_recv_batch *b,
+			       const struct msghdr *msg, unsigned int max)
+{
+	b->n = 0;
+	b->room = min(max, kcm_cmsg_u32_room(msg));
+	if (b->room <= KCM_RECV_STACK) {
+		b->lens = b->stack;
+		b->ids = b->stack + KCM_RECV_STACK;
+		return 0;
+	}
+	b->lens = kvmalloc_array(b->room, 2 * sizeof(u32), GFP_KERNEL);
+	if (!b->lens)
+		return -ENOMEM;
+	b->ids = b->lens + b->room;
+	return 0;
+}
+
+/* Context: any. */
+static void kcm_recv_batch_free(struct kcm_recv_batch *b)
+{
+	if (b->lens != b->stack)
+		kvfree(b->lens);
+}
+
+/* Context: any.  One more message of @len bytes from connection @id. */
+static void kcm_recv_batch_add(struct kcm_recv_batch *b, u32 len, u32 id)
+{
+	if (b->n < b->room) {
+		b->lens[b->n] = len;
+		b->ids[b->n] = id;
+	}
+	b->n++;
+}
+
+/*
+ * A control message of @n __u32 values, or as many as fit: the caller
+ * sees MSG_CTRUNC when any is left out.
+ *
+ * Context: process context.
+ */
+static void kcm_cmsg_put_u32s(struct msghdr *msg, int type, u32 *v,
+			      unsigned int n)
+{
+	unsigned int fit = min(n, kcm_cmsg_u32_room(msg));
+
+	if (fit < n)
+		msg->msg_flags |= MSG_CTRUNC;
+	if (fit)
+		put_cmsg(msg, SOL_KCM, type, fit * sizeof(u32), v);
+}
+
+/* Context: process context.  KCM_MSG_LENS, then KCM_CONN_ID if asked. */
+static void kcm_recv_batch_cmsg(struct kcm_sock *kcm, struct msghdr *msg,
+				struct kcm_recv_batch *b)
+{
+	unsigned int known = min(b->n, b->room);
+
+	if (known < b->n)
+		msg->msg_flags |= MSG_CTRUNC;
+	kcm_cmsg_put_u32s(msg, KCM_MSG_LENS, b->lens, known);
+	if (READ_ONCE(kcm->rx_conn_id))
+		kcm_cmsg_put_u32s(msg, KCM_CONN_ID, b->ids, known);
+}
+
+/*
+ * The next whole message of the receive queue if it fits in @room bytes:
+ * after @prev when peeking (messages stay queued), else the head, taken
+ * off the queue (@prev is then unused).
+ *
+ * Context: lock_sock(sk) held; only its owner unlinks from the queue, so
+ * a peeked @prev is still queued.
+ */
+static struct sk_buff *kcm_rx_take_next(struct sock *sk, size_t room,
+					int flags, struct sk_buff *prev)
+{
+	struct sk_buff_head *queue = &sk->sk_receive_queue;
+	struct sk_buff *skb;
+	unsigned long irqf;
+
+	spin_lock_irqsave(&queue->lock, irqf);
+	skb = flags & MSG_PEEK ? skb_peek_next(prev, queue) : skb_peek(queue);
+	if (skb && skb->len > room)
+		skb = NULL;
+	if (skb && !(flags & MSG_PEEK))
+		__skb_unlink(skb, queue);
+	spin_unlock_irqrestore(&queue->lock, irqf);
+	return skb;
+}
+
+/*
+ * After a first whole message of @copied bytes, copy more whole messages
+ * while they are already queued, fit in what is left of @len and @b's
+ * count allows.  A fault stops the batch with the faulting message left
+ * at the head of the queue.
+ *
+ * Context: lock_sock(kcm) held.
+ * Return: the bytes of the messages added.
+ */
+static size_t kcm_recv_batch_more(struct kcm_sock *kcm, struct msghdr *msg,
+				  size_t len, int flags, struct sk_buff *prev,
+				  unsigned int max, struct kcm_recv_batch *b)
+{
+	struct sock *sk = &kcm->sk;
+	struct sk_buff *skb;
+	size_t added = 0;
+
+	while (b->n < max) {
+		skb = kcm_rx_take_next(sk, len - added, flags, prev);
+		if (!skb)
+			break;
+		if (skb_copy_datagram_msg(skb, 0, msg, skb->len)) {
+			if (!(flags & MSG_PEEK))
+				skb_queue_head(&sk->sk_receive_queue, skb);
+			break;
+		}
+		added += skb->len;
+		kcm_recv_batch_add(b, skb->len, kcm_rx_msg(skb)->conn_id);
+		if (flags & MSG_PEEK)
+			prev = skb;
+		else
+			kcm_rx_consume(kcm, skb, skb->len, true);
+	}
+	return added;
+}
+
 /**
  * kcm_recvmsg() - read one message, or the next piece of one
  * @sock: a KCM socket
@@ -1255,7 +1428,9 @@ int kcm_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 {
 	struct sock *sk = sock->sk;
 	struct kcm_sock *kcm = kcm_sk(sk);
-	unsigned int avail, copied;
+	unsigned int max = READ_ONCE(kcm->rx_batch);
+	unsigned int avail, copied, offset;
+	struct kcm_recv_batch batch;
 	bool unlinked = false;
 	struct sk_buff *skb;
 	int err = 0;
@@ -1264,16 +1439,21 @@ int kcm_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	if (flags & MSG_OOB)
 		return -EOPNOTSUPP;
 
+	if (max > 1) {
+		err = kcm_recv_batch_init(&batch, msg, max);
+		if (err)
+			return err;
+	}
 	timeo = sock_rcvtimeo(sk, flags & MSG_DONTWAIT);
 	lock_sock(sk);
 	skb = kcm_rx_wait(kcm, timeo, len, flags, &unlinked, &err);
 	if (!skb)
 		goto out;
 
-	avail = skb->len - kcm_rx_msg(skb)->offset;
+	offset = kcm_rx_msg(skb)->offset;
+	avail = skb->len - offset;
 	copied = min_t(size_t, len, avail);
-	err = skb_copy_datagram_msg(skb, kcm_rx_msg(skb)->offset, msg,
-				    copied);
+	err = skb_copy_datagram_msg(skb, offset, msg, copied);
 	if (err) {
 		if (unlinked)
 			skb_queue_head(&sk->sk_receive_queue, skb);
@@ -1281,16 +1461,28 @@ int kcm_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	}
 
 	err = copied;
-	kcm_conn_rx_cmsg(kcm, msg, skb);
 	if (copied == avail)
 		msg->msg_flags |= MSG_EOR;
 	else if (sk->sk_type == SOCK_DGRAM)
 		msg->msg_flags |= MSG_TRUNC | MSG_EOR;
+	if (max <= 1)
+		kcm_conn_rx_cmsg(kcm, msg, skb);
+	else
+		kcm_recv_batch_add(&batch, copied, kcm_rx_msg(skb)->conn_id);
 	if (!(flags & MSG_PEEK))
 		kcm_rx_consume(kcm, skb, copied, unlinked);
+	/* Only a message read whole from its start begins a batch. */
+	if (max > 1 && !offset && copied == avail)
+		err += kcm_recv_batch_more(kcm, msg, len - copied, flags,
+					   flags & MSG_PEEK ? skb : NULL, max,
+					   &batch);
+	if (max > 1)
+		kcm_recv_batch_cmsg(kcm, msg, &batch);
 	kcm_rx_sock_join(kcm);
 out:
 	release_sock(sk);
+	if (max > 1)
+		kcm_recv_batch_free(&batch);
 	return err;
 }
 

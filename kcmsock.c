@@ -377,7 +377,8 @@ static int kcm_compat_ioctl(struct socket *sock, unsigned int cmd,
 
 /*
  * Context: process context; takes lock_sock() for KCM_RECV_DISABLE.
- * KCM_RECV_CONN_ID is only read by the socket's own readers.
+ * KCM_RECV_CONN_ID and KCM_RECV_BATCH are only read by the socket's own
+ * readers.
  */
 static int kcm_setsockopt(struct socket *sock, int level, int optname,
 			  sockptr_t optval, unsigned int optlen)
@@ -388,7 +389,8 @@ static int kcm_setsockopt(struct socket *sock, int level, int optname,
 	if (level != SOL_KCM)
 		return -ENOPROTOOPT;
 
-	if (optname != KCM_RECV_DISABLE && optname != KCM_RECV_CONN_ID)
+	if (optname != KCM_RECV_DISABLE && optname != KCM_RECV_CONN_ID &&
+	    optname != KCM_RECV_BATCH)
 		return -ENOPROTOOPT;
 
 	if (optlen < sizeof(int))
@@ -397,8 +399,14 @@ static int kcm_setsockopt(struct socket *sock, int level, int optname,
 	if (copy_from_sockptr(&val, optval, sizeof(int)))
 		return -EFAULT;
 
-	if (optname == KCM_RECV_CONN_ID) {
+	switch (optname) {
+	case KCM_RECV_CONN_ID:
 		WRITE_ONCE(kcm->rx_conn_id, !!val);
+		return 0;
+	case KCM_RECV_BATCH:
+		if (val < 0 || val > KCM_RECV_BATCH_MAX)
+			return -EINVAL;
+		WRITE_ONCE(kcm->rx_batch, val);
 		return 0;
 	}
 
@@ -408,7 +416,7 @@ static int kcm_setsockopt(struct socket *sock, int level, int optname,
 	return 0;
 }
 
-/* Context: process context; reads the option locklessly. */
+/* Context: process context; reads the options locklessly. */
 static int kcm_getsockopt(struct socket *sock, int level, int optname,
 			  char __user *optval, int __user *optlen)
 {
@@ -418,8 +426,19 @@ static int kcm_getsockopt(struct socket *sock, int level, int optname,
 	if (level != SOL_KCM)
 		return -ENOPROTOOPT;
 
-	if (optname != KCM_RECV_DISABLE && optname != KCM_RECV_CONN_ID)
+	switch (optname) {
+	case KCM_RECV_DISABLE:
+		val = READ_ONCE(kcm->rx_disabled);
+		break;
+	case KCM_RECV_CONN_ID:
+		val = READ_ONCE(kcm->rx_conn_id);
+		break;
+	case KCM_RECV_BATCH:
+		val = READ_ONCE(kcm->rx_batch);
+		break;
+	default:
 		return -ENOPROTOOPT;
+	}
 
 	if (get_user(len, optlen))
 		return -EFAULT;
@@ -428,10 +447,6 @@ static int kcm_getsockopt(struct socket *sock, int level, int optname,
 		return -EINVAL;
 
 	len = min_t(int, len, sizeof(int));
-	if (optname == KCM_RECV_DISABLE)
-		val = READ_ONCE(kcm->rx_disabled);
-	else
-		val = READ_ONCE(kcm->rx_conn_id);
 	if (put_user(len, optlen) || copy_to_user(optval, &val, len))
 		return -EFAULT;
 

@@ -19,7 +19,16 @@
  *         the parser of -P: the eBPF program of the documentation
  *         (upstream's only kind), the same in classic BPF, or the
  *         built-in length field parser (the last two are extensions of
- *         our module, attached with SIOCKCMATTACHEXT)
+ *         our module, attached with SIOCKCMATTACHEXT), or -P distro: a
+ *         parser that frames correctly on the distribution's module,
+ *         which hands the parser a TCP segment with the message at the
+ *         offset it keeps in skb->cb (strp_msg, 68 bytes into struct
+ *         sk_buff on 6.1 and 6.12, x86-64); the program reads that offset
+ *         with bpf_probe_read_kernel() (needs CAP_PERFMON) and loads the
+ *         length there.  It must not be used with our module, which puts
+ *         the message at offset 0 (there it would read garbage and fail).
+ *         -G N reads with KCM_RECV_BATCH (our extension): up to N whole
+ *         messages per recvmsg(), split by the KCM_MSG_LENS lengths.
  *   user  what an application does without KCM.  rx and rr: one I/O
  *         thread polls the connections (epoll), reads at least 64 KB at
  *         a time into reference-counted 1 MB chunks, splits them at the
@@ -105,8 +114,10 @@ enum mode { MODE_RX, MODE_TX, MODE_RR };
 static const char * const impl_names[] = { "kcm", "user", "raw" };
 static const char * const mode_names[] = { "rx", "tx", "rr" };
 
-enum parser { PARSER_EBPF, PARSER_CBPF, PARSER_LENFIELD };
-static const char * const parser_names[] = { "ebpf", "cbpf", "lenfield" };
+enum parser { PARSER_EBPF, PARSER_CBPF, PARSER_LENFIELD, PARSER_DISTRO };
+static const char * const parser_names[] = {
+	"ebpf", "cbpf", "lenfield", "distro"
+};
 
 static struct {
 	enum impl impl;
@@ -118,6 +129,7 @@ static struct {
 	double warm;
 	unsigned long count;
 	int rbatch;
+	int kbatch;
 	int sbatch;
 	long rcvbuf;
 	long tcp_rcvbuf;	/* -1: as the message size needs */
@@ -133,6 +145,7 @@ static struct {
 	.secs = 3,
 	.warm = -1,
 	.rbatch = 1,
+	.kbatch = 1,
 	.sbatch = 1,
 	.tcp_rcvbuf = -1,
 	.stall = 3,
@@ -515,25 +528,69 @@ static void tcp_rcvbuf(int fd)
 	eff_tcp_rcvbuf = get_int(fd, SOL_SOCKET, SO_RCVBUF);
 }
 
-/* The parser "return load_word(skb, 0) + 4;" as raw BPF instructions. */
+/* Where the distribution module keeps the message offset: struct sk_buff's
+ * cb[] (at 40) holds struct sk_skb_cb, whose strp_msg.offset is at 28.
+ */
+#define DISTRO_STRP_OFFSET	68
+#define BPF_FUNC_PROBE_READ_KERNEL	113
+
+/*
+ * The parser "return load_word(skb, 0) + 4;" as raw BPF instructions, or
+ * for -P distro "return load_word(skb, strp_offset) + 4;".
+ */
 static int load_parser(void)
 {
-	struct bpf_insn insns[] = {
+	struct bpf_insn doc[] = {
 		{ .code = BPF_ALU64 | BPF_MOV | BPF_X, .dst_reg = 6,
 		  .src_reg = 1 },
 		{ .code = BPF_LD | BPF_W | BPF_ABS, .imm = 0 },
 		{ .code = BPF_ALU64 | BPF_ADD | BPF_K, .imm = 4 },
 		{ .code = BPF_JMP | BPF_EXIT },
 	};
+	struct bpf_insn distro[] = {
+		/* r6 = skb; bpf_probe_read_kernel(fp - 8, 4, skb + 68) */
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_X, .dst_reg = 6,
+		  .src_reg = 1 },
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_X, .dst_reg = 1,
+		  .src_reg = 10 },
+		{ .code = BPF_ALU64 | BPF_ADD | BPF_K, .dst_reg = 1, .imm = -8 },
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = 2, .imm = 4 },
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_X, .dst_reg = 3,
+		  .src_reg = 6 },
+		{ .code = BPF_ALU64 | BPF_ADD | BPF_K, .dst_reg = 3,
+		  .imm = DISTRO_STRP_OFFSET },
+		{ .code = BPF_JMP | BPF_CALL, .imm = BPF_FUNC_PROBE_READ_KERNEL },
+		/* a failed read: r0 = 0, ask for more */
+		{ .code = BPF_JMP | BPF_JEQ | BPF_K, .dst_reg = 0, .off = 2 },
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = 0, .imm = 0 },
+		{ .code = BPF_JMP | BPF_EXIT },
+		/* r0 = load_word(skb, offset) + 4 */
+		{ .code = BPF_LDX | BPF_MEM | BPF_W, .dst_reg = 7,
+		  .src_reg = 10, .off = -8 },
+		{ .code = BPF_LD | BPF_W | BPF_IND, .src_reg = 7 },
+		{ .code = BPF_ALU64 | BPF_ADD | BPF_K, .imm = 4 },
+		{ .code = BPF_JMP | BPF_EXIT },
+	};
+	static char log[4096];
 	union bpf_attr attr;
 	int fd;
 
 	memset(&attr, 0, sizeof(attr));
 	attr.prog_type = BPF_PROG_TYPE_SOCKET_FILTER;
-	attr.insns = (unsigned long)insns;
-	attr.insn_cnt = ARRAY_SIZE(insns);
+	if (opt.parser == PARSER_DISTRO) {
+		attr.insns = (unsigned long)distro;
+		attr.insn_cnt = ARRAY_SIZE(distro);
+		attr.log_buf = (unsigned long)log;
+		attr.log_size = sizeof(log);
+		attr.log_level = 1;
+	} else {
+		attr.insns = (unsigned long)doc;
+		attr.insn_cnt = ARRAY_SIZE(doc);
+	}
 	attr.license = (unsigned long)"GPL";
 	fd = syscall(__NR_bpf, BPF_PROG_LOAD, &attr, sizeof(attr));
+	if (fd < 0 && log[0])
+		fprintf(stderr, "# kcmperf: verifier: %s\n", log);
 	if (fd < 0)
 		die_errno("bpf(BPF_PROG_LOAD)");
 	return fd;
@@ -552,6 +609,7 @@ static void attach_tcp(int kcm, int tcp, int prog)
 
 	switch (opt.parser) {
 	case PARSER_EBPF:
+	case PARSER_DISTRO:
 		if (ioctl(kcm, SIOCKCMATTACH, &att))
 			die_errno("ioctl(SIOCKCMATTACH)");
 		return;
@@ -574,7 +632,8 @@ static void attach_tcp(int kcm, int tcp, int prog)
 static int kcm_mux(const int *tcp, int n)
 {
 	int first = n_kfd, i;
-	int prog = opt.parser == PARSER_EBPF ? load_parser() : -1;
+	int prog = opt.parser == PARSER_EBPF || opt.parser == PARSER_DISTRO ?
+		   load_parser() : -1;
 
 	for (i = 0; i < opt.kcms; i++) {
 		struct kcm_clone clone;
@@ -799,6 +858,111 @@ static void count(struct counter *c, unsigned long *ok, unsigned long *bad,
 		atomic_store_explicit(&c->ok, ++*ok, memory_order_relaxed);
 }
 
+/* rr: send back the request at @p as its answer. */
+static void kcm_answer(int fd, char *p)
+{
+	uint32_t src;
+
+	memcpy(&src, p + 4, 4);
+	src |= RESP_FLAG;
+	memcpy(p + 4, &src, 4);
+	while (send(fd, p, opt.size, 0) < 0) {
+		if (errno != EAGAIN && errno != EINTR) {
+			note_err(errno);
+			break;
+		}
+		if (atomic_load(&rx_stop))
+			break;
+	}
+}
+
+/* The KCM_MSG_LENS control message of @mh: its lengths, or NULL. */
+static const uint32_t *batch_lens(struct msghdr *mh, unsigned int *n)
+{
+	struct cmsghdr *cm;
+
+	for (cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
+		if (cm->cmsg_level != SOL_KCM || cm->cmsg_type != KCM_MSG_LENS)
+			continue;
+		*n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(uint32_t);
+		return (const uint32_t *)CMSG_DATA(cm);
+	}
+	return NULL;
+}
+
+/*
+ * KCM socket kfd[@idx] with KCM_RECV_BATCH (-G): each recvmsg() returns
+ * up to opt.kbatch whole messages back to back; KCM_MSG_LENS splits them.
+ * The lengths must account for every byte returned.
+ */
+static void *kcm_batch_reader(void *arg)
+{
+	long idx = (long)arg;
+	struct counter *c = &rxc[idx];
+	int fd = kfd[idx], nb = opt.kbatch;
+	size_t cap = (size_t)nb * (opt.size + RCV_SLACK), ctl_len;
+	struct checker *ck = checker_new(opt.conns, "kcm-%d", idx);
+	unsigned long ok = 0, bad = 0;
+	const uint32_t *lens;
+	unsigned int n, i;
+	struct msghdr mh;
+	struct iovec iov;
+	size_t off;
+	char *buf, *ctl;
+	long s;
+
+	ctl_len = CMSG_SPACE(nb * sizeof(uint32_t));
+	buf = malloc(cap);
+	ctl = malloc(ctl_len);
+	if (!buf || !ctl)
+		die("out of memory");
+	set_int(fd, SOL_KCM, KCM_RECV_BATCH, nb);
+	set_timeo(fd, SO_RCVTIMEO, TICK_MS / 1000.0);
+	set_timeo(fd, SO_SNDTIMEO, TICK_MS / 1000.0);
+	while (!atomic_load_explicit(&rx_stop, memory_order_relaxed)) {
+		iov.iov_base = buf;
+		iov.iov_len = cap;
+		memset(&mh, 0, sizeof(mh));
+		mh.msg_iov = &iov;
+		mh.msg_iovlen = 1;
+		mh.msg_control = ctl;
+		mh.msg_controllen = ctl_len;
+		s = recvmsg(fd, &mh, 0);
+		if (s < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				continue;
+			note_err(errno);
+			break;
+		}
+		if (!s) {
+			note_err(EPIPE);
+			break;
+		}
+		lens = batch_lens(&mh, &n);
+		if (!lens || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+			show_bad(ck, buf, s, lens ? "truncated batch" : "no KCM_MSG_LENS");
+			count(c, &ok, &bad, -1);
+			continue;
+		}
+		for (i = 0, off = 0; i < n && off + lens[i] <= (size_t)s; i++) {
+			long r = msg_check(ck, buf + off, lens[i], 0);
+
+			count(c, &ok, &bad, r);
+			if (r >= 0 && opt.mode == MODE_RR)
+				kcm_answer(fd, buf + off);
+			off += lens[i];
+		}
+		if (i != n || off != (size_t)s) {
+			show_bad(ck, buf, s, "lengths do not add up");
+			count(c, &ok, &bad, -1);
+		}
+	}
+	atomic_store(&c->done, 1);
+	free(ctl);
+	free(buf);
+	return NULL;
+}
+
 /* KCM socket kfd[@idx]: recv() or recvmmsg() whole messages; rr: answer. */
 static void *kcm_reader(void *arg)
 {
@@ -811,9 +975,10 @@ static void *kcm_reader(void *arg)
 	struct mmsghdr *mm = calloc(nb, sizeof(*mm));
 	struct iovec *iov = calloc(nb, sizeof(*iov));
 	unsigned long ok = 0, bad = 0;
-	uint32_t src;
 	long s;
 
+	if (opt.kbatch > 1)
+		return kcm_batch_reader(arg);
 	if (!buf || !mm || !iov)
 		die("out of memory");
 	set_timeo(fd, SO_RCVTIMEO, TICK_MS / 1000.0);
@@ -849,19 +1014,8 @@ static void *kcm_reader(void *arg)
 			else
 				s = msg_check(ck, p, mm[i].msg_len, 0);
 			count(c, &ok, &bad, s);
-			if (s < 0 || opt.mode != MODE_RR)
-				continue;
-			memcpy(&src, p + 4, 4);
-			src |= RESP_FLAG;
-			memcpy(p + 4, &src, 4);
-			while (send(fd, p, opt.size, 0) < 0) {
-				if (errno != EAGAIN && errno != EINTR) {
-					note_err(errno);
-					break;
-				}
-				if (atomic_load(&rx_stop))
-					break;
-			}
+			if (s >= 0 && opt.mode == MODE_RR)
+				kcm_answer(fd, p);
 		}
 		if (!n) {
 			note_err(EPIPE);
@@ -1507,9 +1661,9 @@ static void print_cpu(void)
 
 static void print_common(double secs)
 {
-	printf("impl=%s mode=%s size=%zu conns=%d kcms=%d rbatch=%d sbatch=%d",
+	printf("impl=%s mode=%s size=%zu conns=%d kcms=%d rbatch=%d kbatch=%d sbatch=%d",
 	       impl_names[opt.impl], mode_names[opt.mode], opt.size,
-	       opt.conns, opt.kcms, opt.rbatch, opt.sbatch);
+	       opt.conns, opt.kcms, opt.rbatch, opt.kbatch, opt.sbatch);
 	printf(" rcvbuf=%d tcp_rcvbuf=%d secs=%.2f", eff_rcvbuf, eff_tcp_rcvbuf,
 	       secs);
 	if (opt.impl == IMPL_KCM)
@@ -1741,8 +1895,10 @@ static void help(int status)
 		"usage: kcmperf [options]\n"
 		"  -i, --impl kcm|user|raw  what frames the messages (kcm)\n"
 		"  -m, --mode rx|tx|rr      direction, or request/response (rx)\n"
-		"  -P ebpf|cbpf|lenfield    kcm: the parser (ebpf; the others\n"
-		"                           need our module's SIOCKCMATTACHEXT)\n"
+		"  -P ebpf|cbpf|lenfield|distro\n"
+		"            kcm: the parser (ebpf; cbpf and lenfield need our\n"
+		"            module's SIOCKCMATTACHEXT; distro frames correctly\n"
+		"            on the distribution's module only)\n"
 		"  -s SIZE   message size on the wire, header included, >= %d;\n"
 		"            K and M suffixes (64)\n"
 		"  -c N      TCP connections (rx, tx: 2; rr: 1)\n"
@@ -1750,6 +1906,7 @@ static void help(int status)
 		"  -t SECS   measured time (3), after a warm-up (-w, SECS/6)\n"
 		"  -n COUNT  messages per sender instead of a time\n"
 		"  -R B      receive with recvmmsg(), B messages at a time (recv)\n"
+		"  -G N      kcm: KCM_RECV_BATCH, up to N messages per recvmsg()\n"
 		"  -S B      tx: sendmmsg() B messages (kcm), B per write (user)\n"
 		"  -B BYTES  SO_RCVBUF of each KCM socket, user: bytes queued per\n"
 		"            worker (default: untouched; user %d)\n"
@@ -1797,7 +1954,7 @@ static void parse_args(int argc, char **argv)
 	};
 	int ch;
 
-	while ((ch = getopt_long(argc, argv, "i:m:P:s:c:k:t:w:n:R:S:B:T:W:vh",
+	while ((ch = getopt_long(argc, argv, "i:m:P:s:c:k:t:w:n:R:G:S:B:T:W:vh",
 				 longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'i':
@@ -1807,7 +1964,8 @@ static void parse_args(int argc, char **argv)
 			opt.mode = parse_name(optarg, mode_names, 3);
 			break;
 		case 'P':
-			opt.parser = parse_name(optarg, parser_names, 3);
+			opt.parser = parse_name(optarg, parser_names,
+						ARRAY_SIZE(parser_names));
 			break;
 		case 's':
 			opt.size = parse_size(optarg);
@@ -1829,6 +1987,9 @@ static void parse_args(int argc, char **argv)
 			break;
 		case 'R':
 			opt.rbatch = atoi(optarg);
+			break;
+		case 'G':
+			opt.kbatch = atoi(optarg);
 			break;
 		case 'S':
 			opt.sbatch = atoi(optarg);
@@ -1865,10 +2026,13 @@ static void parse_args(int argc, char **argv)
 		opt.rbatch = 1;
 	if (opt.sbatch < 1)
 		opt.sbatch = 1;
+	if (opt.kbatch < 1)
+		opt.kbatch = 1;
 	if (opt.size < HDR || opt.size > MAX_SIZE || opt.conns < 1 ||
 	    opt.conns > MAX_CONNS || opt.kcms < 1 || opt.kcms > MAX_KCMS ||
 	    opt.secs <= 0 || opt.stall <= 0 || opt.rcvbuf > INT_MAX / 2 ||
-	    opt.rbatch > 1024 || opt.sbatch > 1024)
+	    opt.rbatch > 1024 || opt.sbatch > 1024 || opt.kbatch > 4096 ||
+	    (opt.kbatch > 1 && opt.rbatch > 1))
 		help(2);
 }
 

@@ -13,6 +13,7 @@
 #include <linux/skbuff.h>
 #include <linux/types.h>
 #include <linux/workqueue.h>
+#include <linux/xarray.h>
 #include <net/netns/generic.h>
 #include <net/sock.h>
 #include <linux/kcm.h>
@@ -150,8 +151,12 @@ struct kcm_net {
  *	order (struct kcm_sock.rx_node)
  * @rx_hold: complete messages that no KCM socket could take yet
  * @psocks: attached TCP sockets (struct kcm_psock.mux_node)
+ * @psock_ids: the same psocks by index (connection id); an entry is
+ *	reserved before its psock takes over the TCP socket and holds the
+ *	psock from the moment it is on @psocks until it leaves them
  * @npsocks: number of entries on @psocks
- * @next_psock_index: index given to the next psock
+ * @next_psock_index: index given to the next psock; written under
+ *	@psock_mutex and @lock
  * @tx_idle: psocks that can be reserved (struct kcm_psock.tx_node)
  * @tx_waiters: KCM sockets waiting for any psock, first come first served
  *	(struct kcm_sock.tx_wait_node)
@@ -175,6 +180,7 @@ struct kcm_mux {
 	struct list_head rx_ready;
 	struct sk_buff_head rx_hold;
 	struct list_head psocks;
+	struct xarray psock_ids;
 	unsigned int npsocks;
 	unsigned int next_psock_index;
 	struct list_head tx_idle;
@@ -419,6 +425,8 @@ static inline struct kcm_tx_msg *kcm_tx_msg(struct sk_buff *skb)
  * @rx_node: entry on @mux->rx_ready while @rx_ready, under @mux->lock
  * @rx_ready: the socket is in the receive rotation; under @mux->lock
  * @rx_conn_id: KCM_RECV_CONN_ID; READ_ONCE/WRITE_ONCE
+ * @rx_batch: KCM_RECV_BATCH, the most messages one read returns (0 and 1:
+ *	one); READ_ONCE/WRITE_ONCE
  * @tx_psock: the psock reserved to this socket; under @mux->lock, and
  *	only this socket (under lock_sock()) or unattach (holding
  *	lock_sock() of this socket) take it away
@@ -450,6 +458,7 @@ struct kcm_sock {
 	struct list_head rx_node;
 	bool rx_ready;
 	bool rx_conn_id;
+	unsigned int rx_batch;
 	struct kcm_psock *tx_psock;
 	struct list_head tx_wait_node;
 	bool tx_waiting;
