@@ -143,9 +143,12 @@ dry_run() {
 dry_run run
 dry_run check
 
-# And the plain build's choice, made when the Makefile is read.
+# And the plain build's choice, made when the Makefile is read.  make -n
+# still runs the \$(MAKE) lines: MAKE=: keeps the real kbuild of the chosen
+# headers (they are installed here) off this tree, whose kcm.ko it would
+# remove.
 out=$(cd "$top" && KCM_MODROOT=$work/hdrs/modules KCM_BOOT=$work/hdrs/boot \
-      KCM_UNAME=6.1.0-9-amd64 make -n --no-print-directory modules 2>&1)
+      KCM_UNAME=6.1.0-9-amd64 make -n --no-print-directory MAKE=: modules 2>&1)
 if [[ $out == *"kcm: kernel 6.12.118+deb12-amd64 (newest installed headers"* ]] &&
    [[ $out == *"/lib/modules/6.12.118+deb12-amd64/build"* ]]; then
 	ok "make -n modules: the newest headers, the choice printed"
