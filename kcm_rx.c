@@ -1348,35 +1348,84 @@ static void kcm_recv_batch_cmsg(struct kcm_sock *kcm, struct msghdr *msg,
 }
 
 /*
- * The next whole message of the receive queue if it fits in @room bytes:
- * after @prev when peeking (messages stay queued), else the head, taken
- * off the queue (@prev is then unused).
+ * MSG_PEEK: the whole message queued after @prev if it fits in @room.
  *
  * Context: lock_sock(sk) held; only its owner unlinks from the queue, so
- * a peeked @prev is still queued.
+ * @prev is still queued.
  */
-static struct sk_buff *kcm_rx_take_next(struct sock *sk, size_t room,
-					int flags, struct sk_buff *prev)
+static struct sk_buff *kcm_rx_peek_next(struct sock *sk, size_t room,
+					struct sk_buff *prev)
 {
 	struct sk_buff_head *queue = &sk->sk_receive_queue;
 	struct sk_buff *skb;
 	unsigned long irqf;
 
 	spin_lock_irqsave(&queue->lock, irqf);
-	skb = flags & MSG_PEEK ? skb_peek_next(prev, queue) : skb_peek(queue);
+	skb = skb_peek_next(prev, queue);
 	if (skb && skb->len > room)
 		skb = NULL;
-	if (skb && !(flags & MSG_PEEK))
-		__skb_unlink(skb, queue);
 	spin_unlock_irqrestore(&queue->lock, irqf);
 	return skb;
 }
 
 /*
- * After a first whole message of @copied bytes, copy more whole messages
- * while they are already queued, fit in what is left of @len and @b's
- * count allows.  A fault stops the batch with the faulting message left
- * at the head of the queue.
+ * Move to @list the whole messages at the head of the receive queue, as
+ * many as fit in @room bytes, up to @max: one trip through the queue lock
+ * for the batch.
+ *
+ * Context: lock_sock(sk) held.
+ */
+static void kcm_rx_take_batch(struct sock *sk, size_t room, unsigned int max,
+			      struct sk_buff_head *list)
+{
+	struct sk_buff_head *queue = &sk->sk_receive_queue;
+	struct sk_buff *skb;
+	unsigned long irqf;
+
+	spin_lock_irqsave(&queue->lock, irqf);
+	while (max-- && (skb = skb_peek(queue)) && skb->len <= room) {
+		room -= skb->len;
+		__skb_unlink(skb, queue);
+		__skb_queue_tail(list, skb);
+	}
+	spin_unlock_irqrestore(&queue->lock, irqf);
+}
+
+/* Context: lock_sock(sk) held.  @list goes back to the queue's head. */
+static void kcm_rx_untake(struct sock *sk, struct sk_buff_head *list)
+{
+	struct sk_buff_head *queue = &sk->sk_receive_queue;
+	unsigned long irqf;
+
+	spin_lock_irqsave(&queue->lock, irqf);
+	skb_queue_splice(list, queue);
+	spin_unlock_irqrestore(&queue->lock, irqf);
+}
+
+/* MSG_PEEK of kcm_recv_batch_more(): nothing leaves the queue. */
+static size_t kcm_recv_batch_peek(struct kcm_sock *kcm, struct msghdr *msg,
+				  size_t len, struct sk_buff *prev,
+				  unsigned int max, struct kcm_recv_batch *b)
+{
+	struct sk_buff *skb;
+	size_t added = 0;
+
+	while (b->n < max) {
+		skb = kcm_rx_peek_next(&kcm->sk, len - added, prev);
+		if (!skb || skb_copy_datagram_msg(skb, 0, msg, skb->len))
+			break;
+		added += skb->len;
+		kcm_recv_batch_add(b, skb->len, kcm_rx_msg(skb)->conn_id);
+		prev = skb;
+	}
+	return added;
+}
+
+/*
+ * After a first whole message (@prev when peeking), copy more whole
+ * messages while they are already queued, fit in what is left of @len
+ * and @b's count allows.  A fault stops the batch with the faulting
+ * message, and those after it, back at the head of the queue.
  *
  * Context: lock_sock(kcm) held.
  * Return: the bytes of the messages added.
@@ -1386,24 +1435,24 @@ static size_t kcm_recv_batch_more(struct kcm_sock *kcm, struct msghdr *msg,
 				  unsigned int max, struct kcm_recv_batch *b)
 {
 	struct sock *sk = &kcm->sk;
+	struct sk_buff_head list;
 	struct sk_buff *skb;
 	size_t added = 0;
 
-	while (b->n < max) {
-		skb = kcm_rx_take_next(sk, len - added, flags, prev);
-		if (!skb)
-			break;
+	if (flags & MSG_PEEK)
+		return kcm_recv_batch_peek(kcm, msg, len, prev, max, b);
+
+	__skb_queue_head_init(&list);
+	kcm_rx_take_batch(sk, len, max - b->n, &list);
+	while ((skb = skb_peek(&list))) {
 		if (skb_copy_datagram_msg(skb, 0, msg, skb->len)) {
-			if (!(flags & MSG_PEEK))
-				skb_queue_head(&sk->sk_receive_queue, skb);
+			kcm_rx_untake(sk, &list);
 			break;
 		}
+		__skb_unlink(skb, &list);
 		added += skb->len;
 		kcm_recv_batch_add(b, skb->len, kcm_rx_msg(skb)->conn_id);
-		if (flags & MSG_PEEK)
-			prev = skb;
-		else
-			kcm_rx_consume(kcm, skb, skb->len, true);
+		kcm_rx_consume(kcm, skb, skb->len, true);
 	}
 	return added;
 }
