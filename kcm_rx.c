@@ -11,31 +11,41 @@
  * skb->len counts every byte received from there on.  It runs again only
  * when it asked for more and more has arrived.
  *
- * A small message (up to KCM_RX_SMALL bytes) is cut from the buffer into
- * an skb of its own size, so a KCM socket is charged what the message
- * holds, not the TCP segment it came in.  Its head comes from a per-psock
- * page fragment cache (build_skb()): a kmalloc() per message, zeroed by
+ * Small messages (up to KCM_RX_SMALL bytes) stay where they are in the
+ * buffer.  Those framed one after another go out together as a pack: one
+ * skb, whose single fragment references their bytes in the buffer's own
+ * pages and whose headroom holds their lengths, up to KCM_RX_PACK_MAX of
+ * them.  A pack costs one sk_buff however many messages it carries, a
+ * message is copied twice (TCP to the buffer, the buffer to the reader),
+ * and a KCM socket is charged the bytes a pack holds, not the TCP segment
+ * they came in.  Bytes a pack references are never overwritten: a buffer
+ * that fills while packs still use it is replaced (the unframed rest is
+ * moved), one that no pack uses any more is reused from its start.  The
+ * heads of packs and of large messages come from a per-psock page
+ * fragment cache (build_skb()): a kmalloc() per skb, zeroed by
  * init_on_alloc on distro kernels, was the largest single cost of small
- * messages.  A larger message is assembled
- * as skbs chained on the frag_list of rx_msg: pieces that reference the
- * page fragments of TCP's own skbs (no copy; each is charged for the
- * bytes it references), or, for bytes in TCP's linear data, in small
- * segments or in pages a sender may still change, page-backed chunks the
- * bytes are copied into.  After a large message only KCM_RX_STEP bytes
- * at a time go through rx_skb, so the next one is not copied twice.
+ * messages.  A larger message is assembled as skbs chained on the
+ * frag_list of rx_msg: pieces that reference the page fragments of TCP's
+ * own skbs (no copy; each is charged for the bytes it references), or,
+ * for bytes in TCP's linear data, in small segments or in pages a sender
+ * may still change, page-backed chunks the bytes are copied into.  After
+ * a large message only KCM_RX_STEP bytes at a time go through rx_skb, so
+ * the next one is not copied twice.  A small message whose first bytes
+ * arrived in the buffer's last room is moved with the unframed rest when
+ * the buffer is replaced: only those bytes are copied a third time.
  *
  * Framing runs under the TCP socket's lock: in the data_ready softirq when
  * the socket is not owned by a task, otherwise in rx_work.
  *
  * Delivery
  * --------
- * A complete message goes to the next KCM socket in the mux's rx_ready
- * rotation whose receive queue has room; a socket without room leaves the
- * rotation and rejoins when its reader makes room.  When no socket can
- * take a message it waits on the mux's rx_hold queue.  Each psock may have
- * up to its TCP socket's receive buffer of messages held; beyond that it
- * stops reading (the peer sees TCP flow control) until half of it has been
- * delivered.  Other connections of the mux carry on.
+ * A complete message (or pack) goes to the next KCM socket in the mux's
+ * rx_ready rotation whose receive queue has room; a socket without room
+ * leaves the rotation and rejoins when its reader makes room.  When no
+ * socket can take a message it waits on the mux's rx_hold queue.  Each
+ * psock may have up to its TCP socket's receive buffer of messages held;
+ * beyond that it stops reading (the peer sees TCP flow control) until
+ * half of it has been delivered.  Other connections of the mux carry on.
  */
 
 #include <linux/bpf.h>
@@ -50,8 +60,9 @@
 
 #include "kcm_compat.h"
 
-/* Initial size of a psock's framing buffer. */
-#define KCM_RX_BUF		(8 * 1024)
+/* Initial size of a psock's framing buffer (its pages: 16 KB). */
+#define KCM_RX_BUF		(16 * 1024 - \
+				 SKB_DATA_ALIGN(sizeof(struct skb_shared_info)))
 /* Messages up to this size are cut from the framing buffer. */
 #define KCM_RX_SMALL		2048
 /* Bytes per skb of a large message, where it is copied. */
@@ -211,7 +222,77 @@ static void __kcm_rx_hold(struct kcm_mux *mux, struct kcm_psock *psock,
 	__skb_queue_tail(&mux->rx_hold, skb);
 }
 
-/* Context: mux->lock held.  One framed message goes out or waits. */
+/* Context: mux->lock held.  Sockets in the rotation, counted up to @max. */
+static unsigned int __kcm_rx_nready(struct kcm_mux *mux, unsigned int max)
+{
+	struct kcm_sock *kcm;
+	unsigned int n = 0;
+
+	lockdep_assert_held(&mux->lock);
+	list_for_each_entry(kcm, &mux->rx_ready, rx_node)
+		if (++n >= max)
+			break;
+	return n;
+}
+
+/*
+ * The first @n messages of the pack @skb as a clone of it, charged their
+ * share of its memory; @skb keeps the others.
+ *
+ * Context: any (atomic allocation); @skb is not charged to a socket yet.
+ * Return: the clone, or NULL.
+ */
+static struct sk_buff *kcm_rx_split_front(struct sk_buff *skb,
+					  unsigned int n)
+{
+	struct kcm_rx_msg *rxm = kcm_rx_msg(skb);
+	unsigned int i, bytes = 0, share;
+	struct sk_buff *front;
+
+	front = skb_clone(skb, GFP_ATOMIC);
+	if (!front)
+		return NULL;
+	for (i = 0; i < n; i++)
+		bytes += kcm_rx_pack_lens(skb)[rxm->next + i];
+	share = skb->truesize * n / kcm_rx_left(skb);
+	kcm_rx_msg(front)->nmsgs = rxm->next + n;
+	front->truesize = share;
+	skb->truesize -= share;
+	rxm->pos += bytes;
+	rxm->next += n;
+	return front;
+}
+
+/*
+ * Share the messages of a pack among the sockets of the rotation, a run
+ * of them to each, as one message to each in turn would; the last run
+ * is left in @skb for the caller to deliver.
+ *
+ * Context: mux->lock held, nothing held on the mux.
+ */
+static void __kcm_rx_spread(struct kcm_mux *mux, struct sk_buff *skb,
+			    struct kcm_rx_wake *wake)
+{
+	unsigned int parts = __kcm_rx_nready(mux, kcm_rx_left(skb));
+	struct sk_buff *front;
+	struct kcm_sock *kcm;
+
+	lockdep_assert_held(&mux->lock);
+	for (; parts > 1; parts--) {
+		kcm = __kcm_rx_pick(mux);
+		if (!kcm)
+			return;
+		front = kcm_rx_split_front(skb, kcm_rx_left(skb) / parts);
+		if (!front) {
+			/* It still gets the whole pack next. */
+			list_move(&kcm->rx_node, &mux->rx_ready);
+			return;
+		}
+		__kcm_rx_queue(kcm, front, wake);
+	}
+}
+
+/* Context: mux->lock held.  One framed message or pack goes out or waits. */
 static void __kcm_rx_deliver(struct kcm_psock *psock, struct sk_buff *skb,
 			     struct kcm_rx_wake *wake)
 {
@@ -220,6 +301,8 @@ static void __kcm_rx_deliver(struct kcm_psock *psock, struct sk_buff *skb,
 
 	lockdep_assert_held(&mux->lock);
 	if (likely(skb_queue_empty(&mux->rx_hold))) {
+		if (kcm_rx_left(skb) > 1)
+			__kcm_rx_spread(mux, skb, wake);
 		kcm = __kcm_rx_pick(mux);
 		if (likely(kcm))
 			__kcm_rx_queue(kcm, skb, wake);
@@ -282,8 +365,11 @@ void __kcm_mux_psock_gone(struct kcm_mux *mux, struct kcm_psock *psock)
  */
 void kcm_mux_rx_purge(struct kcm_mux *mux)
 {
+	struct sk_buff *skb;
+
 	spin_lock_bh(&mux->lock);
-	mux->mstats.rx_ready_drops += skb_queue_len(&mux->rx_hold);
+	skb_queue_walk(&mux->rx_hold, skb)
+		mux->mstats.rx_ready_drops += kcm_rx_left(skb);
 	__skb_queue_purge(&mux->rx_hold);
 	spin_unlock_bh(&mux->lock);
 }
@@ -347,9 +433,60 @@ void kcm_rx_sock_join(struct kcm_sock *kcm)
 }
 
 /*
+ * The messages of a pack after its current one, as a clone of it that
+ * can be queued on its own; @skb keeps only its current message.
+ *
+ * Context: any (atomic allocation).
+ * Return: the clone, or NULL when there is nothing after the current
+ * message or no memory (then @skb keeps them all).
+ */
+static struct sk_buff *kcm_rx_split_rest(struct sk_buff *skb)
+{
+	struct kcm_rx_msg *rxm = kcm_rx_msg(skb), *rest_rxm;
+	struct sk_buff *rest;
+
+	if (kcm_rx_left(skb) == 1)
+		return NULL;
+	rest = skb_clone(skb, GFP_ATOMIC);
+	if (!rest)
+		return NULL;
+	rest_rxm = kcm_rx_msg(rest);
+	rest_rxm->pos = rxm->pos + kcm_rx_cur_len(skb);
+	rest_rxm->next = rxm->next + 1;
+	rest_rxm->offset = 0;
+	rxm->nmsgs = rxm->next + 1;
+	return rest;
+}
+
+/*
+ * A closing SEQPACKET socket had started reading the current message of
+ * @skb: that message is dropped, and the skb is returned if messages are
+ * left in it, or freed.
+ *
+ * Context: mux->lock held; @skb is off every queue.
+ */
+static struct sk_buff *__kcm_rx_drop_partial(struct kcm_mux *mux,
+					     struct sk_buff *skb)
+{
+	struct kcm_rx_msg *rxm = kcm_rx_msg(skb);
+
+	lockdep_assert_held(&mux->lock);
+	mux->mstats.rx_ready_drops++;
+	if (kcm_rx_left(skb) == 1) {
+		kfree_skb(skb);
+		return NULL;
+	}
+	rxm->pos += kcm_rx_cur_len(skb);
+	rxm->next++;
+	rxm->offset = 0;
+	return skb;
+}
+
+/*
  * Move the unread messages of @kcm back to the mux, ahead of the messages
  * waiting there, and hand them to other sockets.  A message a SEQPACKET
- * reader has started stays with it when @keep_partial.
+ * reader has started stays with it when @keep_partial; the messages
+ * packed after it move on.
  *
  * Context: lock_sock(kcm) and mux->lock held.
  */
@@ -357,7 +494,7 @@ static void __kcm_rx_requeue(struct kcm_sock *kcm, bool keep_partial)
 {
 	struct sk_buff_head *queue = &kcm->sk.sk_receive_queue;
 	struct kcm_mux *mux = kcm->mux;
-	struct sk_buff *skb, *partial = NULL;
+	struct sk_buff *skb, *partial = NULL, *rest = NULL;
 	struct sk_buff_head moved;
 	unsigned long flags;
 
@@ -373,14 +510,16 @@ static void __kcm_rx_requeue(struct kcm_sock *kcm, bool keep_partial)
 		__skb_unlink(skb, queue);
 	}
 	skb_queue_splice_init(queue, &moved);
-	if (partial && keep_partial)
+	if (partial && keep_partial) {
+		rest = kcm_rx_split_rest(partial);
 		__skb_queue_head(queue, partial);
+	}
 	spin_unlock_irqrestore(&queue->lock, flags);
 
-	if (partial && !keep_partial) {
-		mux->mstats.rx_ready_drops++;
-		kfree_skb(partial);
-	}
+	if (partial && !keep_partial)
+		rest = __kcm_rx_drop_partial(mux, partial);
+	if (rest)
+		__skb_queue_head(&moved, rest);
 
 	skb_queue_walk(&moved, skb)
 		skb_orphan(skb);
@@ -471,19 +610,42 @@ static void kcm_rx_fail(struct kcm_psock *psock, int err)
 	sk_error_report(csk);
 }
 
-/* Context: TCP socket lock held.  A message is complete. */
-static void kcm_rx_complete(struct kcm_psock *psock, struct sk_buff *skb)
+/* Context: TCP socket lock held.  A message of @len bytes is framed. */
+static void kcm_rx_framed(struct kcm_psock *psock, unsigned int len)
 {
 	kcm_stat_add(&psock->stats.rx_msgs, 1);
-	kcm_stat_add(&psock->stats.rx_bytes, skb->len);
+	kcm_stat_add(&psock->stats.rx_bytes, len);
 	psock->rx_msg_len = 0;
 	psock->rx_seen = 0;
 	kcm_rx_timer_stop(psock);
-	memset(kcm_rx_msg(skb), 0, sizeof(struct kcm_rx_msg));
-	kcm_rx_msg(skb)->conn_id = psock->index;
+}
+
+/*
+ * @skb, one message or a pack of @nmsgs, joins the batch delivered at the
+ * end of this read (or now, when the batch is full).
+ *
+ * Context: TCP socket lock held.
+ */
+static void kcm_rx_emit(struct kcm_psock *psock, struct sk_buff *skb,
+			unsigned int nmsgs)
+{
+	struct kcm_rx_msg *rxm = kcm_rx_msg(skb);
+
+	memset(rxm, 0, sizeof(*rxm));
+	rxm->conn_id = psock->index;
+	rxm->nmsgs = nmsgs;
+	rxm->pack = nmsgs > 1;
 	__skb_queue_tail(&psock->rx_batch, skb);
-	if (skb_queue_len(&psock->rx_batch) >= KCM_RX_BATCH)
+	if (skb_queue_len(&psock->rx_batch) >= KCM_RX_BATCH ||
+	    nmsgs >= KCM_RX_PACK_MAX)
 		kcm_rx_flush_batch(psock);
+}
+
+/* Context: TCP socket lock held.  A large message is complete. */
+static void kcm_rx_complete(struct kcm_psock *psock, struct sk_buff *skb)
+{
+	kcm_rx_framed(psock, skb->len);
+	kcm_rx_emit(psock, skb, 1);
 }
 
 /*
@@ -523,24 +685,133 @@ static int kcm_rx_parse(struct kcm_psock *psock)
 	return 1;
 }
 
-/* Context: TCP socket lock held.  Moves unframed bytes to the start. */
-static void kcm_rx_buf_compact(struct sk_buff *buf)
+/*
+ * A framing buffer: a linear skb whose head is pages of its own (at least
+ * @size bytes of room), so that packs can take references to its bytes.
+ *
+ * Context: any; @gfp says what may be done.
+ * Return: the skb, or NULL.
+ */
+static struct sk_buff *kcm_rx_buf_alloc(unsigned int size, gfp_t gfp)
 {
-	unsigned int len = buf->len;
+	unsigned int order = get_order(SKB_DATA_ALIGN(size) +
+			SKB_DATA_ALIGN(sizeof(struct skb_shared_info)));
+	struct sk_buff *skb;
+	struct page *page;
 
-	if (buf->data == buf->head)
-		return;
+	page = alloc_pages(gfp | __GFP_COMP | __GFP_NOWARN, order);
+	if (!page)
+		return NULL;
+	skb = build_skb(page_address(page), PAGE_SIZE << order);
+	if (!skb)
+		__free_pages(page, order);
+	return skb;
+}
+
+/*
+ * May the framing buffer's bytes before its data be overwritten?  Only
+ * when no pack references them any more.
+ *
+ * Context: TCP socket lock held: only we take references to the page.
+ */
+static bool kcm_rx_buf_private(struct kcm_psock *psock)
+{
+	struct page *page = virt_to_head_page(psock->rx_skb->head);
+
+	if (psock->rx_buf_shared && page_count(page) == 1)
+		psock->rx_buf_shared = false;
+	return !psock->rx_buf_shared;
+}
+
+/*
+ * Move the unframed bytes to the start of the framing buffer.
+ *
+ * Context: TCP socket lock held; no message waits to be packed and the
+ * buffer is private (kcm_rx_buf_private()).
+ */
+static void kcm_rx_buf_compact(struct kcm_psock *psock)
+{
+	struct sk_buff *buf = psock->rx_skb;
+	unsigned int len = buf->len;
 
 	if (len)
 		memmove(buf->head, buf->data, len);
 	buf->data = buf->head;
 	skb_set_tail_pointer(buf, len);
+	psock->rx_pack_off = 0;
 }
 
 /*
- * Make room in the framing buffer for at least one more byte: compact it,
- * or grow it while the parser still needs more, up to the TCP socket's
- * receive buffer.
+ * Move the unframed bytes to a new framing buffer of at least @size bytes.
+ *
+ * Context: TCP socket lock held; no message waits to be packed.
+ * Return: 0 or -ENOMEM (the old buffer stays).
+ */
+static int kcm_rx_buf_replace(struct kcm_psock *psock, unsigned int size)
+{
+	struct sk_buff *old = psock->rx_skb, *buf;
+
+	buf = kcm_rx_buf_alloc(size, psock->rx_gfp);
+	if (!buf) {
+		kcm_stat_add(&psock->stats.rx_mem_fail, 1);
+		return -ENOMEM;
+	}
+	skb_put_data(buf, old->data, old->len);
+	consume_skb(old);
+	psock->rx_skb = buf;
+	psock->rx_pack_off = 0;
+	psock->rx_buf_shared = false;
+	return 0;
+}
+
+/*
+ * Hand the small messages framed since the last pack over as one skb: a
+ * fragment referencing their bytes in the framing buffer (no copy), their
+ * lengths in its headroom.  It is charged for those bytes only.
+ *
+ * Context: TCP socket lock held.
+ * Return: 0, or -ENOMEM with the messages left to be packed on a retry.
+ */
+static int kcm_rx_pack_seal(struct kcm_psock *psock)
+{
+	struct sk_buff *buf = psock->rx_skb, *skb;
+	unsigned int n = psock->rx_pack_n, lsize = n * sizeof(u16);
+	u8 *start = buf->head + psock->rx_pack_off;
+	unsigned int bytes = buf->data - start;
+	struct page *page;
+
+	if (!n) {
+		psock->rx_pack_off = skb_headroom(buf);
+		return 0;
+	}
+	skb = kcm_frag_skb(&psock->rx_frag, lsize,
+			   psock->rx_gfp | __GFP_NOWARN);
+	if (!skb) {
+		kcm_stat_add(&psock->stats.rx_mem_fail, 1);
+		return -ENOMEM;
+	}
+	skb_reserve(skb, lsize);
+	memcpy(kcm_rx_pack_lens(skb), psock->rx_pack_lens, lsize);
+	page = virt_to_head_page(start);
+	get_page(page);
+	skb_fill_page_desc(skb, 0, page, start - (u8 *)page_address(page),
+			   bytes);
+	skb->len = bytes;
+	skb->data_len = bytes;
+	skb->truesize += bytes;
+
+	psock->rx_pack_n = 0;
+	psock->rx_pack_off = skb_headroom(buf);
+	psock->rx_buf_shared = true;
+	kcm_rx_emit(psock, skb, n);
+	return 0;
+}
+
+/*
+ * Make room in the framing buffer for at least one more byte: compact it
+ * or, when packs still reference its bytes, move to a new one; grow it
+ * while the parser still needs more, up to the TCP socket's receive
+ * buffer.
  *
  * Context: TCP socket lock held.
  */
@@ -549,42 +820,49 @@ static int kcm_rx_buf_room(struct kcm_psock *psock)
 	struct sk_buff *buf = psock->rx_skb;
 	unsigned int size = skb_end_offset(buf);
 	int limit = READ_ONCE(psock->sk->sk_rcvbuf);
+	int err;
 
 	if (skb_tailroom(buf))
 		return 0;
 
+	err = kcm_rx_pack_seal(psock);
+	if (err)
+		return err;
 	if (buf->data != buf->head) {
-		kcm_rx_buf_compact(buf);
-		return 0;
+		if (kcm_rx_buf_private(psock)) {
+			kcm_rx_buf_compact(psock);
+			return 0;
+		}
+		return kcm_rx_buf_replace(psock, size);
 	}
 	if (size >= limit) {
 		kcm_stat_add(&psock->stats.rx_too_big, 1);
 		return -EMSGSIZE;
 	}
-	if (pskb_expand_head(buf, 0, min_t(unsigned int, size, limit - size),
-			     psock->rx_gfp)) {
-		kcm_stat_add(&psock->stats.rx_mem_fail, 1);
-		return -ENOMEM;
-	}
-	return 0;
+	return kcm_rx_buf_replace(psock, size + min_t(unsigned int, size,
+						      limit - size));
 }
 
-/* Context: TCP socket lock held.  Cuts a small message from the buffer. */
+/*
+ * The small message at the start of the framing buffer joins the pack
+ * being built: it stays where it is, and is only counted.
+ *
+ * Context: TCP socket lock held.
+ * Return: 0 or -ENOMEM (a full pack could not be handed over).
+ */
 static int kcm_rx_emit_small(struct kcm_psock *psock)
 {
-	struct sk_buff *buf = psock->rx_skb;
 	unsigned int len = psock->rx_msg_len;
-	struct sk_buff *skb;
+	int err;
 
-	skb = kcm_frag_skb(&psock->rx_frag, len,
-			   psock->rx_gfp | __GFP_NOWARN);
-	if (!skb) {
-		kcm_stat_add(&psock->stats.rx_mem_fail, 1);
-		return -ENOMEM;
+	if (psock->rx_pack_n == KCM_RX_PACK_MAX) {
+		err = kcm_rx_pack_seal(psock);
+		if (err)
+			return err;
 	}
-	skb_put_data(skb, buf->data, len);
-	__skb_pull(buf, len);
-	kcm_rx_complete(psock, skb);
+	psock->rx_pack_lens[psock->rx_pack_n++] = len;
+	__skb_pull(psock->rx_skb, len);
+	kcm_rx_framed(psock, len);
 	return 0;
 }
 
@@ -881,6 +1159,10 @@ static int kcm_rx_take_large(struct kcm_psock *psock)
 	unsigned int n;
 	int err;
 
+	/* A pack holds only bytes that run up to the buffer's data. */
+	err = kcm_rx_pack_seal(psock);
+	if (err)
+		return err;
 	psock->rx_last_large = true;
 	n = min(buf->len, psock->rx_msg_len - psock->rx_msg_fill);
 	if (!psock->rx_msg && n <= KCM_RX_SMALL) {
@@ -893,6 +1175,7 @@ static int kcm_rx_take_large(struct kcm_psock *psock)
 		n = kcm_rx_fill(psock, buf, 0, n, &err);
 	}
 	__skb_pull(buf, n);
+	psock->rx_pack_off = skb_headroom(buf);
 	if (psock->rx_msg)
 		kcm_rx_large_check(psock);
 	return err;
@@ -937,8 +1220,9 @@ static int kcm_rx_frame(struct kcm_psock *psock)
 			return err;
 	}
 
-	if (!buf->len)
-		kcm_rx_buf_compact(buf);
+	if (!buf->len && !psock->rx_pack_n && buf->data != buf->head &&
+	    kcm_rx_buf_private(psock))
+		kcm_rx_buf_compact(psock);
 	return 0;
 }
 
@@ -952,11 +1236,12 @@ static int kcm_rx_actor(read_descriptor_t *desc, struct sk_buff *skb,
 			unsigned int offset, size_t len)
 {
 	struct kcm_psock *psock = desc->arg.data;
-	struct sk_buff *buf = psock->rx_skb;
 	unsigned int done = 0, n;
+	struct sk_buff *buf;
 	int err = 0;
 
 	while (done < len) {
+		buf = psock->rx_skb;
 		if (READ_ONCE(psock->rx_paused)) {
 			err = -EAGAIN;
 			break;
@@ -972,6 +1257,8 @@ static int kcm_rx_actor(read_descriptor_t *desc, struct sk_buff *skb,
 		err = kcm_rx_buf_room(psock);
 		if (err)
 			break;
+		/* kcm_rx_buf_room() may have replaced it. */
+		buf = psock->rx_skb;
 		n = min_t(size_t, len - done, skb_tailroom(buf));
 		/* After a large message, copy only what a header needs. */
 		if (psock->rx_last_large && !psock->rx_msg_len)
@@ -1027,6 +1314,9 @@ static void kcm_rx_read(struct kcm_psock *psock, gfp_t gfp)
 		tcp_read_sock(psock->sk, &desc, kcm_rx_actor);
 		err = desc.error;
 	}
+	/* Whole messages go out even when framing stopped. */
+	if (kcm_rx_pack_seal(psock) && (!err || err == -EAGAIN))
+		err = -ENOMEM;
 	kcm_rx_flush_batch(psock);
 	kcm_rx_read_done(psock, err);
 }
@@ -1114,7 +1404,7 @@ void kcm_psock_rx_kick(struct kcm_psock *psock)
  */
 int kcm_psock_rx_init(struct kcm_psock *psock)
 {
-	psock->rx_skb = alloc_skb(KCM_RX_BUF, GFP_KERNEL);
+	psock->rx_skb = kcm_rx_buf_alloc(KCM_RX_BUF, GFP_KERNEL);
 	if (!psock->rx_skb)
 		return -ENOMEM;
 
@@ -1136,6 +1426,9 @@ void kcm_psock_rx_flush(struct kcm_psock *psock)
 {
 	sock_owned_by_me(psock->sk);
 	/* Whole messages are the application's, even now. */
+	psock->rx_gfp = GFP_KERNEL;
+	if (psock->rx_skb && kcm_rx_pack_seal(psock))
+		kcm_stat_add(&psock->stats.rx_aborts, 1);
 	kcm_rx_flush_batch(psock);
 	if (psock->rx_msg || (psock->rx_skb && psock->rx_skb->len))
 		kcm_stat_add(&psock->stats.rx_aborts, 1);
@@ -1152,9 +1445,36 @@ void kcm_psock_rx_flush(struct kcm_psock *psock)
 /* ---- reading --------------------------------------------------------- */
 
 /*
- * The message at the head of the receive queue.  It is unlinked at once
- * when this read finishes it (DGRAM, or a SEQPACKET read with room for the
- * rest), so a message costs one trip through the queue lock.
+ * A received skb holds one message or a pack of several; a reader moves
+ * through a pack message by message (kcm_rx_msg's @next, @pos, @offset)
+ * and the skb leaves the queue with its last message.
+ */
+
+/**
+ * kcm_rx_queued() - messages waiting on a KCM socket's receive queue
+ * @sk: a KCM socket
+ *
+ * Context: any; takes the queue lock (after mux->lock when that is held).
+ * Return: the number of whole or partly read messages queued.
+ */
+unsigned int kcm_rx_queued(struct sock *sk)
+{
+	struct sk_buff_head *queue = &sk->sk_receive_queue;
+	unsigned int n = 0;
+	struct sk_buff *skb;
+	unsigned long irqf;
+
+	spin_lock_irqsave(&queue->lock, irqf);
+	skb_queue_walk(queue, skb)
+		n += kcm_rx_left(skb);
+	spin_unlock_irqrestore(&queue->lock, irqf);
+	return n;
+}
+
+/*
+ * The skb at the head of the receive queue.  It is unlinked at once when
+ * this read finishes its last message (DGRAM, or a SEQPACKET read with
+ * room for the rest), so a message costs one trip through the queue lock.
  *
  * Context: lock_sock(sk) held; only its owner unlinks from the queue.
  */
@@ -1170,9 +1490,9 @@ static struct sk_buff *kcm_rx_take(struct sock *sk, size_t len, int flags,
 
 	spin_lock_irqsave(&queue->lock, irqf);
 	skb = skb_peek(queue);
-	*unlinked = skb && !(flags & MSG_PEEK) &&
+	*unlinked = skb && !(flags & MSG_PEEK) && kcm_rx_left(skb) == 1 &&
 		    (sk->sk_type == SOCK_DGRAM ||
-		     len >= skb->len - kcm_rx_msg(skb)->offset);
+		     len >= kcm_rx_cur_len(skb) - kcm_rx_msg(skb)->offset);
 	if (*unlinked)
 		__skb_unlink(skb, queue);
 	spin_unlock_irqrestore(&queue->lock, irqf);
@@ -1221,21 +1541,47 @@ static struct sk_buff *kcm_rx_wait(struct kcm_sock *kcm, long timeo,
 }
 
 /*
- * @copied bytes of @skb were read: free it if it was taken off the queue,
- * else remember how far a SEQPACKET reader got.
+ * @n messages of @skb, @bytes in all, were read whole from the current
+ * one on: count them, and free the skb if it was taken off the queue,
+ * else move on past them.
  *
- * Context: lock_sock(sk) held.
+ * Context: lock_sock(kcm) held.
+ */
+static void kcm_rx_consume_msgs(struct kcm_sock *kcm, struct sk_buff *skb,
+				unsigned int n, unsigned int bytes,
+				bool unlinked)
+{
+	struct kcm_rx_msg *rxm = kcm_rx_msg(skb);
+
+	kcm_stat_add(&kcm->stats.rx_msgs, n);
+	kcm_stat_add(&kcm->stats.rx_bytes, bytes);
+	if (unlinked) {
+		consume_skb(skb);
+		return;
+	}
+	rxm->offset = 0;
+	rxm->pos += bytes;
+	rxm->next += n;
+}
+
+/*
+ * @copied bytes of the current message of @skb were read: the message is
+ * done (DGRAM, or the rest of a SEQPACKET one), or a SEQPACKET reader
+ * remembers how far it got.
+ *
+ * Context: lock_sock(kcm) held.
  */
 static void kcm_rx_consume(struct kcm_sock *kcm, struct sk_buff *skb,
 			   unsigned int copied, bool unlinked)
 {
-	if (!unlinked) {
-		kcm_rx_msg(skb)->offset += copied;
+	struct kcm_rx_msg *rxm = kcm_rx_msg(skb);
+	unsigned int len = kcm_rx_cur_len(skb);
+
+	if (kcm->sk.sk_type == SOCK_SEQPACKET && rxm->offset + copied < len) {
+		rxm->offset += copied;
 		return;
 	}
-	kcm_stat_add(&kcm->stats.rx_msgs, 1);
-	kcm_stat_add(&kcm->stats.rx_bytes, skb->len);
-	consume_skb(skb);
+	kcm_rx_consume_msgs(kcm, skb, 1, len, unlinked);
 }
 
 /* ---- batched reads (KCM_RECV_BATCH) ---------------------------------- */
@@ -1348,12 +1694,12 @@ static void kcm_recv_batch_cmsg(struct kcm_sock *kcm, struct msghdr *msg,
 }
 
 /*
- * MSG_PEEK: the whole message queued after @prev if it fits in @room.
+ * The skb queued after @prev, or the head of the queue with no @prev.
  *
  * Context: lock_sock(sk) held; only its owner unlinks from the queue, so
  * @prev is still queued.
  */
-static struct sk_buff *kcm_rx_peek_next(struct sock *sk, size_t room,
+static struct sk_buff *kcm_rx_peek_next(struct sock *sk,
 					struct sk_buff *prev)
 {
 	struct sk_buff_head *queue = &sk->sk_receive_queue;
@@ -1361,98 +1707,149 @@ static struct sk_buff *kcm_rx_peek_next(struct sock *sk, size_t room,
 	unsigned long irqf;
 
 	spin_lock_irqsave(&queue->lock, irqf);
-	skb = skb_peek_next(prev, queue);
-	if (skb && skb->len > room)
-		skb = NULL;
+	skb = prev ? skb_peek_next(prev, queue) : skb_peek(queue);
 	spin_unlock_irqrestore(&queue->lock, irqf);
 	return skb;
 }
 
 /*
- * Move to @list the whole messages at the head of the receive queue, as
- * many as fit in @room bytes, up to @max: one trip through the queue lock
- * for the batch.
+ * How many of the messages of @skb from message @idx (at @pos) on fit
+ * in @room bytes, up to @max: their number, their bytes in *@bytes.
  *
- * Context: lock_sock(sk) held.
+ * Context: lock_sock() held.
  */
-static void kcm_rx_take_batch(struct sock *sk, size_t room, unsigned int max,
-			      struct sk_buff_head *list)
+static unsigned int kcm_rx_fit(struct sk_buff *skb, unsigned int idx,
+			       unsigned int pos, size_t room,
+			       unsigned int max, unsigned int *bytes)
 {
-	struct sk_buff_head *queue = &sk->sk_receive_queue;
-	struct sk_buff *skb;
-	unsigned long irqf;
+	unsigned int end = kcm_rx_msg(skb)->next + kcm_rx_left(skb);
+	unsigned int n = 0, len;
 
-	spin_lock_irqsave(&queue->lock, irqf);
-	while (max-- && (skb = skb_peek(queue)) && skb->len <= room) {
-		room -= skb->len;
-		__skb_unlink(skb, queue);
-		__skb_queue_tail(list, skb);
+	*bytes = 0;
+	while (n < max && idx + n < end) {
+		len = kcm_rx_len_at(skb, idx + n, pos + *bytes);
+		if (len > room - *bytes)
+			break;
+		*bytes += len;
+		n++;
 	}
-	spin_unlock_irqrestore(&queue->lock, irqf);
+	return n;
 }
 
-/* Context: lock_sock(sk) held.  @list goes back to the queue's head. */
-static void kcm_rx_untake(struct sock *sk, struct sk_buff_head *list)
+/* Context: lock_sock() held.  Adds @n messages of @skb from @idx to @b. */
+static void kcm_recv_batch_add_msgs(struct kcm_recv_batch *b,
+				    struct sk_buff *skb, unsigned int idx,
+				    unsigned int pos, unsigned int n)
 {
-	struct sk_buff_head *queue = &sk->sk_receive_queue;
-	unsigned long irqf;
+	u32 id = kcm_rx_msg(skb)->conn_id;
+	unsigned int len;
 
-	spin_lock_irqsave(&queue->lock, irqf);
-	skb_queue_splice(list, queue);
-	spin_unlock_irqrestore(&queue->lock, irqf);
+	while (n--) {
+		len = kcm_rx_len_at(skb, idx++, pos);
+		kcm_recv_batch_add(b, len, id);
+		pos += len;
+	}
 }
 
 /* MSG_PEEK of kcm_recv_batch_more(): nothing leaves the queue. */
 static size_t kcm_recv_batch_peek(struct kcm_sock *kcm, struct msghdr *msg,
-				  size_t len, struct sk_buff *prev,
+				  size_t len, struct sk_buff *skb,
 				  unsigned int max, struct kcm_recv_batch *b)
 {
-	struct sk_buff *skb;
+	struct kcm_rx_msg *rxm = kcm_rx_msg(skb);
+	unsigned int idx = rxm->next, pos = rxm->pos, n, bytes;
 	size_t added = 0;
 
+	/* Past the message already copied. */
+	pos += kcm_rx_len_at(skb, idx, pos);
+	idx++;
 	while (b->n < max) {
-		skb = kcm_rx_peek_next(&kcm->sk, len - added, prev);
-		if (!skb || skb_copy_datagram_msg(skb, 0, msg, skb->len))
+		if (idx >= rxm->next + kcm_rx_left(skb)) {
+			skb = kcm_rx_peek_next(&kcm->sk, skb);
+			if (!skb)
+				break;
+			rxm = kcm_rx_msg(skb);
+			idx = rxm->next;
+			pos = rxm->pos;
+		}
+		n = kcm_rx_fit(skb, idx, pos, len - added, max - b->n, &bytes);
+		if (!n || skb_copy_datagram_msg(skb, pos, msg, bytes))
 			break;
-		added += skb->len;
-		kcm_recv_batch_add(b, skb->len, kcm_rx_msg(skb)->conn_id);
-		prev = skb;
+		kcm_recv_batch_add_msgs(b, skb, idx, pos, n);
+		added += bytes;
+		idx += n;
+		pos += bytes;
 	}
 	return added;
 }
 
 /*
- * After a first whole message (@prev when peeking), copy more whole
+ * Read the first @n messages (@bytes) of @skb, the head of the queue,
+ * unlinking it when they are all it has left.  A fault reads only the
+ * messages copied whole before it.
+ *
+ * Context: lock_sock(kcm) held.
+ * Return: the bytes of the messages read; *@fault is set on a fault.
+ */
+static unsigned int kcm_recv_batch_skb(struct kcm_sock *kcm,
+				       struct msghdr *msg, struct sk_buff *skb,
+				       unsigned int n, unsigned int bytes,
+				       struct kcm_recv_batch *b, bool *fault)
+{
+	struct sk_buff_head *queue = &kcm->sk.sk_receive_queue;
+	struct kcm_rx_msg *rxm = kcm_rx_msg(skb);
+	unsigned int idx = rxm->next, pos = rxm->pos, len, done;
+	size_t before = iov_iter_count(&msg->msg_iter);
+	bool whole = n == kcm_rx_left(skb);
+
+	*fault = skb_copy_datagram_msg(skb, pos, msg, bytes);
+	if (*fault) {
+		done = before - iov_iter_count(&msg->msg_iter);
+		for (n = 0, bytes = 0; ; n++, bytes += len) {
+			len = kcm_rx_len_at(skb, idx + n, pos + bytes);
+			if (bytes + len > done)
+				break;
+		}
+		whole = false;
+	}
+	if (whole)
+		skb_unlink(skb, queue);
+	kcm_recv_batch_add_msgs(b, skb, idx, pos, n);
+	if (n)
+		kcm_rx_consume_msgs(kcm, skb, n, bytes, whole);
+	return bytes;
+}
+
+/*
+ * After a first whole message (@first when peeking), copy more whole
  * messages while they are already queued, fit in what is left of @len
  * and @b's count allows.  A fault stops the batch with the faulting
- * message, and those after it, back at the head of the queue.
+ * message, and those after it, left queued.
  *
  * Context: lock_sock(kcm) held.
  * Return: the bytes of the messages added.
  */
 static size_t kcm_recv_batch_more(struct kcm_sock *kcm, struct msghdr *msg,
-				  size_t len, int flags, struct sk_buff *prev,
+				  size_t len, int flags, struct sk_buff *first,
 				  unsigned int max, struct kcm_recv_batch *b)
 {
-	struct sock *sk = &kcm->sk;
-	struct sk_buff_head list;
 	struct sk_buff *skb;
+	unsigned int n, bytes;
 	size_t added = 0;
+	bool fault = false;
 
 	if (flags & MSG_PEEK)
-		return kcm_recv_batch_peek(kcm, msg, len, prev, max, b);
+		return kcm_recv_batch_peek(kcm, msg, len, first, max, b);
 
-	__skb_queue_head_init(&list);
-	kcm_rx_take_batch(sk, len, max - b->n, &list);
-	while ((skb = skb_peek(&list))) {
-		if (skb_copy_datagram_msg(skb, 0, msg, skb->len)) {
-			kcm_rx_untake(sk, &list);
+	while (b->n < max && !fault) {
+		skb = kcm_rx_peek_next(&kcm->sk, NULL);
+		if (!skb)
 			break;
-		}
-		__skb_unlink(skb, &list);
-		added += skb->len;
-		kcm_recv_batch_add(b, skb->len, kcm_rx_msg(skb)->conn_id);
-		kcm_rx_consume(kcm, skb, skb->len, true);
+		n = kcm_rx_fit(skb, kcm_rx_msg(skb)->next, kcm_rx_msg(skb)->pos,
+			       len - added, max - b->n, &bytes);
+		if (!n)
+			break;
+		added += kcm_recv_batch_skb(kcm, msg, skb, n, bytes, b, &fault);
 	}
 	return added;
 }
@@ -1500,9 +1897,10 @@ int kcm_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 		goto out;
 
 	offset = kcm_rx_msg(skb)->offset;
-	avail = skb->len - offset;
+	avail = kcm_rx_cur_len(skb) - offset;
 	copied = min_t(size_t, len, avail);
-	err = skb_copy_datagram_msg(skb, offset, msg, copied);
+	err = skb_copy_datagram_msg(skb, kcm_rx_msg(skb)->pos + offset, msg,
+				    copied);
 	if (err) {
 		if (unlinked)
 			skb_queue_head(&sk->sk_receive_queue, skb);

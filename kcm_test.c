@@ -21,6 +21,7 @@ struct kcm_kt {
 	struct kcm_psock *psock;
 	struct socket *tcp;
 	struct bpf_prog *prog;
+	struct sk_buff *cur;
 };
 
 /* The documented parser: return load_word(skb, 0) + 4; */
@@ -65,6 +66,7 @@ static void kcm_kt_teardown(struct kcm_kt *kt)
 {
 	struct sock *csk = kt->tcp->sk;
 
+	kfree_skb(kt->cur);
 	cancel_delayed_work_sync(&kt->psock->rx_work);
 	cancel_delayed_work_sync(&kt->psock->rx_timer_work);
 	lock_sock(csk);
@@ -123,6 +125,27 @@ static struct sk_buff *kcm_kt_take(struct kcm_kt *kt)
 	return skb;
 }
 
+/*
+ * The skb holding the next framed message as its current one (length
+ * kcm_rx_cur_len(), from kcm_rx_msg()->pos on), or NULL.  The previous
+ * message is moved past, its skb freed after its last one.
+ */
+static struct sk_buff *kcm_kt_next(struct kcm_kt *kt)
+{
+	struct sk_buff *skb = kt->cur;
+
+	if (skb) {
+		if (kcm_rx_left(skb) > 1) {
+			kcm_rx_msg(skb)->pos += kcm_rx_cur_len(skb);
+			kcm_rx_msg(skb)->next++;
+			return skb;
+		}
+		kfree_skb(skb);
+	}
+	kt->cur = kcm_kt_take(kt);
+	return kt->cur;
+}
+
 /* Builds a message with a 4-byte length header and @plen payload bytes. */
 static size_t kcm_kt_msg(u8 *buf, u32 plen, u8 fill)
 {
@@ -136,23 +159,25 @@ static void kcm_kt_expect(struct kunit *test, struct kcm_kt *kt,
 			  const u8 *stream, const size_t *lens, int n)
 {
 	struct sk_buff *skb;
+	unsigned int len;
 	size_t off = 0;
 	u8 *copy;
 	int i;
 
 	for (i = 0; i < n; i++) {
-		skb = kcm_kt_take(kt);
+		skb = kcm_kt_next(kt);
 		KUNIT_ASSERT_NOT_NULL(test, skb);
-		KUNIT_EXPECT_EQ(test, skb->len, lens[i]);
-		copy = kmalloc(skb->len, GFP_KERNEL);
+		len = kcm_rx_cur_len(skb);
+		KUNIT_ASSERT_EQ(test, len, lens[i]);
+		copy = kmalloc(len, GFP_KERNEL);
 		KUNIT_ASSERT_NOT_NULL(test, copy);
-		KUNIT_EXPECT_EQ(test, skb_copy_bits(skb, 0, copy, skb->len), 0);
+		KUNIT_EXPECT_EQ(test, skb_copy_bits(skb, kcm_rx_msg(skb)->pos,
+						    copy, len), 0);
 		KUNIT_EXPECT_EQ(test, memcmp(copy, stream + off, lens[i]), 0);
 		kfree(copy);
 		off += lens[i];
-		kfree_skb(skb);
 	}
-	KUNIT_EXPECT_NULL(test, kcm_kt_take(kt));
+	KUNIT_EXPECT_NULL(test, kcm_kt_next(kt));
 }
 
 /*
@@ -462,25 +487,67 @@ static void kcm_kt_timeout(struct kunit *test)
 	kcm_kt_teardown(kt);
 }
 
-/* A small message is charged what it holds, not a TCP buffer. */
+/*
+ * Small messages framed together come out as packs, one skb for up to
+ * KCM_RX_PACK_MAX of them, charged what they hold, not a TCP buffer.
+ */
 static void kcm_kt_small_message_charge(struct kunit *test)
 {
 	struct kcm_kt *kt = kcm_kt_setup(test, kcm_kt_len4,
 					 ARRAY_SIZE(kcm_kt_len4));
 	static u8 stream[100 * 64];
+	unsigned int truesize = 0, nskb = 0;
+	size_t lens[100], n = 0;
 	struct sk_buff *skb;
-	size_t n = 0;
 	int i;
 
-	for (i = 0; i < 100; i++)
-		n += kcm_kt_msg(stream + n, 60, i);
-	KUNIT_ASSERT_EQ(test, kcm_kt_feed(kt, stream, n, 0), (int)n);
 	for (i = 0; i < 100; i++) {
-		skb = kcm_kt_take(kt);
-		KUNIT_ASSERT_NOT_NULL(test, skb);
-		KUNIT_EXPECT_EQ(test, skb->len, 64);
-		KUNIT_EXPECT_LE(test, skb->truesize, 1024);
-		kfree_skb(skb);
+		lens[i] = kcm_kt_msg(stream + n, 60, i);
+		n += lens[i];
+	}
+	KUNIT_ASSERT_EQ(test, kcm_kt_feed(kt, stream, n, 0), (int)n);
+	skb_queue_walk(&kt->mux->rx_hold, skb) {
+		truesize += skb->truesize;
+		nskb++;
+	}
+	KUNIT_EXPECT_EQ(test, nskb, DIV_ROUND_UP(100, KCM_RX_PACK_MAX));
+	KUNIT_EXPECT_LE(test, truesize, 100 * (64 + 64));
+	kcm_kt_expect(test, kt, stream, lens, 100);
+	kcm_kt_teardown(kt);
+}
+
+/*
+ * Packs reference the framing buffer: bytes still referenced are never
+ * overwritten when the buffer fills (it is replaced), and a buffer no
+ * pack references any more is reused from its start.
+ */
+static void kcm_kt_packs_and_buffer_reuse(struct kunit *test)
+{
+	struct kcm_kt *kt = kcm_kt_setup(test, kcm_kt_len4,
+					 ARRAY_SIZE(kcm_kt_len4));
+	static size_t lens[1200];
+	size_t n = 0, off, step;
+	u8 *stream;
+	int i, round;
+
+	stream = kunit_kmalloc(test, 1200 * 64, GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, stream);
+	for (i = 0; i < 1200; i++) {
+		lens[i] = kcm_kt_msg(stream + n, 20 + i % 41, i);
+		n += lens[i];
+	}
+	for (round = 0; round < 2; round++) {
+		for (off = 0; off < n; off += step) {
+			step = min_t(size_t, n - off, 1000 + round * 3000);
+			KUNIT_ASSERT_EQ(test, kcm_kt_feed(kt, stream + off,
+							  step, off % 5),
+					(int)step);
+		}
+		/* The stream is several buffers long: they were replaced. */
+		KUNIT_EXPECT_GT(test, n, 3 * KCM_RX_BUF);
+		KUNIT_EXPECT_TRUE(test, kt->psock->rx_buf_shared);
+		kcm_kt_expect(test, kt, stream, lens, 1200);
+		KUNIT_EXPECT_TRUE(test, kcm_rx_buf_private(kt->psock));
 	}
 	kcm_kt_teardown(kt);
 }
@@ -576,6 +643,7 @@ static struct kunit_case kcm_rx_test_cases[] = {
 	KUNIT_CASE(kcm_kt_large_by_reference),
 	KUNIT_CASE(kcm_kt_timeout),
 	KUNIT_CASE(kcm_kt_small_message_charge),
+	KUNIT_CASE(kcm_kt_packs_and_buffer_reuse),
 	KUNIT_CASE(kcm_kt_pick),
 	KUNIT_CASE(kcm_kt_lenfield),
 	{}

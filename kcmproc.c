@@ -78,7 +78,7 @@ static void __kcm_seq_sock(struct seq_file *seq, struct kcm_sock *kcm)
 		   READ_ONCE(kcm->stats.rx_bytes),
 		   READ_ONCE(kcm->stats.tx_msgs),
 		   READ_ONCE(kcm->stats.tx_bytes),
-		   skb_queue_len_lockless(&sk->sk_receive_queue),
+		   kcm_rx_queued(sk),
 		   sk_rmem_alloc_get(sk),
 		   skb_queue_len_lockless(&sk->sk_write_queue),
 		   sk_wmem_alloc_get(sk),
@@ -236,7 +236,7 @@ static void __kcm_ext_sock(struct seq_file *seq, struct kcm_sock *kcm)
 		   READ_ONCE(kcm->stats.tx_msgs),
 		   READ_ONCE(kcm->stats.tx_bytes));
 	seq_printf(seq, " recv_q=%u rmem=%d send_q=%u smem=%d",
-		   skb_queue_len_lockless(&sk->sk_receive_queue),
+		   kcm_rx_queued(sk),
 		   sk_rmem_alloc_get(sk),
 		   skb_queue_len_lockless(&sk->sk_write_queue),
 		   sk_wmem_alloc_get(sk));

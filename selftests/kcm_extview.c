@@ -239,7 +239,9 @@ TEST_DIFFERS(ext_tx_dropped, "no /proc/net/kcm_ext: the extended view is ours")
  * A full socket leaves the receive rotation and rejoins only once its
  * reader has drained half of its buffer: reads above that leave the
  * messages held on the mux where they are; the read that crosses it
- * pulls a run of them.  Every message still arrives, in order.
+ * pulls a run of them.  Every message still arrives, in order.  The
+ * messages are sent one write each, so that each is framed alone (one
+ * skb each, not a pack) and the buffer fills message by message.
  */
 TEST_DIFFERS(ext_rejoin_half_drained,
 	     "no /proc/net/kcm_ext: the extended view is ours")
@@ -254,7 +256,11 @@ TEST_DIFFERS(ext_rejoin_half_drained,
 	ASSERT_OK(setsockopt(kcm, SOL_SOCKET, SO_RCVBUF, &rcvbuf,
 			     sizeof(rcvbuf)));
 	rcvbuf = kcm_sockopt_int(kcm, SOL_SOCKET, SO_RCVBUF);
-	ASSERT_OK(kcm_send_msgs(peer, 0, N, 60));
+	for (i = 0; i < N; i++) {
+		ASSERT_OK(kcm_send_msgs(peer, i, 1, 60));
+		usleep(2000);
+	}
+	i = 0;
 	usleep(300000);
 	ASSERT_OK(kcm_ext_find("mux", NULL, NULL, line, sizeof(line)));
 	held0 = kcm_ext_num(line, "rx_hold");

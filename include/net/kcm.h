@@ -215,6 +215,9 @@ struct kcm_parser {
 	u32 max_len;
 };
 
+/* Most small messages one pack (one skb) carries. */
+#define KCM_RX_PACK_MAX		64
+
 /**
  * struct kcm_psock - a TCP socket attached to a mux
  * @mux: the mux
@@ -247,6 +250,12 @@ struct kcm_parser {
  *	@mux->lock, read locklessly by the framing code
  * @rx_held: bytes of our messages on @mux->rx_hold; under @mux->lock
  * @rx_batch: messages framed in this read, delivered together at its end
+ * @rx_pack_off: where the small messages framed but not yet packed start
+ *	in @rx_skb's head; they end at @rx_skb->data
+ * @rx_pack_n: number of those messages
+ * @rx_pack_lens: their lengths
+ * @rx_buf_shared: packs reference bytes of @rx_skb's head, so they may
+ *	not be overwritten: the buffer is replaced rather than compacted
  * @rx_frag: where the heads of small messages are carved from
  * @rx_gfp: allocation flags of the current framing context
  * @rx_work: framing in process context
@@ -294,6 +303,10 @@ struct kcm_psock {
 	bool rx_paused;
 	unsigned int rx_held;
 	struct sk_buff_head rx_batch;
+	unsigned int rx_pack_off;
+	unsigned int rx_pack_n;
+	u16 rx_pack_lens[KCM_RX_PACK_MAX];
+	bool rx_buf_shared;
 	struct page_frag_cache rx_frag;
 	gfp_t rx_gfp;
 	struct delayed_work rx_work;
@@ -378,21 +391,67 @@ static inline struct kcm_psock *kcm_psock_of(struct sock *csk)
 }
 
 /**
- * struct kcm_rx_msg - what KCM keeps in skb->cb of a received message
+ * struct kcm_rx_msg - what KCM keeps in skb->cb of a received skb
  * @psock: the psock it came from while it is on @mux->rx_hold, or NULL
- * @offset: bytes already read by a SEQPACKET reader
+ * @offset: bytes of the current message already read by a SEQPACKET
+ *	reader
  * @conn_id: index of the psock it came from (KCM_CONN_ID)
+ * @pos: where the current message starts in the skb
+ * @nmsgs: 0 or 1 for an skb holding one message; more for a pack: that
+ *	many small messages of one connection back to back, their lengths
+ *	a u16 array at skb->head (see kcm_rx_pack_lens())
+ * @next: index of the current message of a pack
+ * @pack: the skb is a pack: message lengths come from its array, even
+ *	when @nmsgs was cut to keep only some of them
+ *
+ * Only the owner of the receive queue (lock_sock()) moves @offset, @pos
+ * and @next on; the framing code sets them before the skb is queued.
  */
 struct kcm_rx_msg {
 	struct kcm_psock *psock;
 	unsigned int offset;
 	u32 conn_id;
+	u32 pos;
+	u16 nmsgs;
+	u16 next;
+	bool pack;
 };
 
 static inline struct kcm_rx_msg *kcm_rx_msg(struct sk_buff *skb)
 {
 	BUILD_BUG_ON(sizeof(struct kcm_rx_msg) > sizeof(skb->cb));
 	return (struct kcm_rx_msg *)skb->cb;
+}
+
+/* The lengths of the messages of a pack, in the headroom of its skb. */
+static inline u16 *kcm_rx_pack_lens(const struct sk_buff *skb)
+{
+	return (u16 *)skb->head;
+}
+
+/* Length of message @idx, starting at @pos, of a received skb. */
+static inline unsigned int kcm_rx_len_at(struct sk_buff *skb,
+					 unsigned int idx, unsigned int pos)
+{
+	if (kcm_rx_msg(skb)->pack)
+		return kcm_rx_pack_lens(skb)[idx];
+	return skb->len - pos;
+}
+
+/* Length of the current (first unread) message of a received skb. */
+static inline unsigned int kcm_rx_cur_len(struct sk_buff *skb)
+{
+	struct kcm_rx_msg *rxm = kcm_rx_msg(skb);
+
+	return kcm_rx_len_at(skb, rxm->next, rxm->pos);
+}
+
+/* Messages of a received skb not read yet, the current one included. */
+static inline unsigned int kcm_rx_left(struct sk_buff *skb)
+{
+	struct kcm_rx_msg *rxm = kcm_rx_msg(skb);
+
+	return rxm->nmsgs > rxm->next ? rxm->nmsgs - rxm->next : 1;
 }
 
 /**
@@ -518,6 +577,7 @@ void kcm_rx_sock_leave(struct kcm_sock *kcm);
 void kcm_rx_set_disabled(struct kcm_sock *kcm, bool disable);
 int kcm_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 		int flags);
+unsigned int kcm_rx_queued(struct sock *sk);
 void kcm_mux_rx_purge(struct kcm_mux *mux);
 
 /* kcm_parser.c: message parsers (the extended ones not in upstream) */
