@@ -293,6 +293,48 @@ TEST_DIFFERS(ext_rejoin_half_drained,
 	close(kcm);
 }
 
+/*
+ * Memory charged per queued 64-byte message, read from rmem and recv_q:
+ * at most 1 KB for a message framed alone, far less for messages that
+ * arrive together and are queued as packs.  Every message still arrives.
+ */
+TEST_DIFFERS(ext_memory_per_message,
+	     "no /proc/net/kcm_ext: the extended view is ours")
+{
+	enum { ALONE = 20, BURST = 200 };
+	long long rmem, q;
+	int kcm, peer, local, i;
+	char line[1024], buf[256];
+
+	kcm_enter_netns();
+	kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+	for (i = 0; i < ALONE; i++) {
+		ASSERT_OK(kcm_send_msgs(peer, i, 1, 60));
+		usleep(2000);
+	}
+	usleep(200000);
+	ASSERT_OK(kcm_ext_find("kcm", NULL, NULL, line, sizeof(line)));
+	rmem = kcm_ext_num(line, "rmem");
+	q = kcm_ext_num(line, "recv_q");
+	TH_LOG("alone: %lld messages queued, %lld bytes each", q, rmem / q);
+	ASSERT_EQ(q, ALONE);
+	ASSERT_LE(rmem / q, 1024);
+	for (i = 0; i < ALONE; i++)
+		ASSERT_EQ(kcm_recv_check(kcm, buf, sizeof(buf)), i);
+
+	ASSERT_OK(kcm_send_msgs(peer, ALONE, BURST, 60));
+	usleep(300000);
+	ASSERT_OK(kcm_ext_find("kcm", NULL, NULL, line, sizeof(line)));
+	rmem = kcm_ext_num(line, "rmem");
+	q = kcm_ext_num(line, "recv_q");
+	TH_LOG("burst: %lld messages queued, %lld bytes each", q, rmem / q);
+	ASSERT_EQ(q, BURST);
+	ASSERT_LE(rmem / q, 256);
+	for (i = 0; i < BURST; i++)
+		ASSERT_EQ(kcm_recv_check(kcm, buf, sizeof(buf)), ALONE + i);
+	close(kcm);
+}
+
 /* Unattach takes the psock line away and is counted on the mux line. */
 TEST_DIFFERS(ext_unattach, "no /proc/net/kcm_ext: the extended view is ours")
 {
