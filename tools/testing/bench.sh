@@ -9,7 +9,8 @@
 # ours/raw.  A run whose messages did not all arrive intact, or that
 # stalled, shows as FAIL in its cell, never as a number.
 #
-#   bench.sh --module KO [--kver VER] [--distro-module KO] [--secs S]
+#   bench.sh --module KO [--kver VER] [--distro-module KO]
+#            [--distro-parser P] [--secs S]
 #            [--rounds N] [--only 'CFG ...'] [--parsers 'P ...'] [--out DIR]
 #            [--timeout S]
 #
@@ -27,6 +28,8 @@
 # reads the message offset that module keeps in skb->cb: the documented
 # offset-0 parser mis-frames there (upstream's framing defect) and its
 # runs would only stall.  Ours runs the documented parser.
+# --distro-module KO --distro-parser ebpf compares ours with another
+# build of ours (an older commit's kcm.ko) in the distro column.
 #
 # --parsers (default 'cbpf lenfield'; '' for none): in the rx and rr
 # configurations ours also runs with these parsers of our extensions
@@ -43,6 +46,7 @@ build=$top/.build
 module=
 kver=
 distro=
+distro_parser=distro
 secs=2
 rounds=2
 only=
@@ -52,7 +56,8 @@ timeout_s=1200
 
 usage() {
 	cat >&2 <<'EOF'
-usage: bench.sh --module KO [--kver VER] [--distro-module KO] [--secs S (2)]
+usage: bench.sh --module KO [--kver VER] [--distro-module KO]
+                [--distro-parser distro|ebpf] [--secs S (2)]
                 [--rounds N (2)] [--only 'CFG ...'] [--parsers 'P ...']
                 [--out DIR] [--timeout S]
 EOF
@@ -64,6 +69,7 @@ while [ $# -gt 0 ]; do
 	--module) module=$2; shift 2 ;;
 	--kver) kver=$2; shift 2 ;;
 	--distro-module) distro=$2; shift 2 ;;
+	--distro-parser) distro_parser=$2; shift 2 ;;
 	--secs) secs=$2; shift 2 ;;
 	--rounds) rounds=$2; shift 2 ;;
 	--only) only=$2; shift 2 ;;
@@ -141,6 +147,7 @@ secs=$secs
 rounds=$rounds
 cfgs="$cfgs"
 parsers="$parsers"
+distro_parser=$distro_parser
 GUEST
 cat >>"$payload/bench-guest.sh" <<'GUEST'
 stall=3
@@ -200,7 +207,7 @@ run() {
 			;;
 		esac
 		# the parser that frames correctly on the distro module
-		[ "$who" = distro ] && set -- "$@" -P distro
+		[ "$who" = distro ] && set -- "$@" -P "$distro_parser"
 		if ! use "$mod"; then
 			echo "R cfg=$cfg tune=$tune who=$who rc=nomod"
 			return
