@@ -344,16 +344,8 @@ static char out[1 << 16];
 static int kcmstat(const char *args)
 {
 	const char *bin = getenv("KCMSTAT") ? getenv("KCMSTAT") : "../kcmstat";
-	char cmd[512];
-	size_t n;
-	FILE *f;
 
-	snprintf(cmd, sizeof(cmd), "%s %s 2>&1", bin, args);
-	f = popen(cmd, "r");
-	ASSERT_TRUE(f);
-	n = fread(out, 1, sizeof(out) - 1, f);
-	out[n] = 0;
-	return WEXITSTATUS(pclose(f));
+	return kcm_cmd(out, sizeof(out), "%s %s", bin, args);
 }
 
 /*
