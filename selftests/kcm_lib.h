@@ -327,4 +327,18 @@ kcm_cmd(char *out, size_t size, const char *fmt, ...)
 	return WEXITSTATUS(status);
 }
 
+/* SKIP unless @tool in PATH is iproute2's (busybox has an ip and a tc). */
+static inline void kcm_need_iproute2(const char *tool)
+{
+	char out[512];
+	int rc = kcm_cmd(out, sizeof(out), "%s -V", tool);
+
+	if (rc == 127)
+		SKIP("%s(8) not found in PATH: install iproute2", tool);
+	out[strcspn(out, "\n")] = 0;
+	if (rc || !strstr(out, "iproute2"))
+		SKIP("%s in PATH is not iproute2's: %s -V: exit %d: %s", tool,
+		     tool, rc, out);
+}
+
 #endif /* KCM_LIB_H */
