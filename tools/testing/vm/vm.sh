@@ -266,7 +266,9 @@ fi
 # ---------------------------------------------------------------- initramfs
 root=$out/initramfs
 rm -rf "$root"
-mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,dev,proc,sys,tmp,run,root,kcm,lib/modules/dep}
+mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,dev,proc,sys,tmp,run,root,kcm,lib/modules/dep,var}
+# As on Debian: the names of ip netns (/run/netns) are under /var/run too.
+ln -s ../run "$root/var/run"
 
 cp "$busybox" "$root/bin/busybox"
 ln -s busybox "$root/bin/sh"
