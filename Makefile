@@ -49,7 +49,8 @@ TIMEOUT ?= 900
 DEBUG_LINE ?= 6.1
 DEBUG := $(BUILD)/debug$(if $(filter-out 6.1,$(DEBUG_LINE)),-$(DEBUG_LINE))
 DEBUG_TIMEOUT ?= 1500
-# KCM_TESTS=...: only these selftests on the debug kernel
+# KCM_TESTS='kcm_netem kcm_examples.sh': only these selftests (check,
+# check-debug)
 KCM_TESTS ?=
 # BENCH_ARGS='--only rx-64 --secs 3': options of tools/testing/bench.sh
 BENCH_ARGS ?=
@@ -131,7 +132,8 @@ check: deps-check
 check-on:
 	@$(BUILD_ALL)
 	tools/testing/check.sh --kver $(KVER) --kdir $(KDIR) --module $(GUEST_KO) \
-		--module-kind $(KCM_MODULE) --timeout $(TIMEOUT)
+		--module-kind $(KCM_MODULE) --timeout $(TIMEOUT) \
+		$(if $(KCM_TESTS),--run 'KCM_TESTS="$(KCM_TESTS)" selftests/run_tests.sh')
 
 run: deps-check
 	$(call rig_kernel,run,rig)

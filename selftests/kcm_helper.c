@@ -22,9 +22,7 @@
 
 #include "kcm_lib.h"
 
-struct kcm_test kcm_tests[KCM_TEST_MAX];
-int kcm_ntests;
-int kcm_test_failed;
+KCM_TEST_GLOBALS;
 
 static int probe(void)
 {

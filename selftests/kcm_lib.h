@@ -3,7 +3,9 @@
 #ifndef KCM_LIB_H
 #define KCM_LIB_H
 
+#include <fcntl.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +23,7 @@
 #endif
 
 #define KCM_PROC_MAX_MUX 1024
+#define KCM_CMD_WORDS	32	/* of a kcm_cmd() command line */
 
 /* What /proc/net/kcm says about the caller's network namespace. */
 struct kcm_proc {
@@ -248,6 +251,94 @@ static inline void kcm_enter_netns(void)
 {
 	if (unshare(CLONE_NEWNET) < 0)
 		SKIP("unshare(CLONE_NEWNET): %s", strerror(errno));
+}
+
+/* In the child of kcm_cmd(): runs @argv with stdout and stderr to @fd. */
+static inline void __attribute__((noreturn))
+kcm_cmd_exec(char *const argv[], int fd)
+{
+	dup2(fd, STDOUT_FILENO);
+	dup2(fd, STDERR_FILENO);
+	execvp(argv[0], argv);
+	printf("%s: %s\n", argv[0], strerror(errno));
+	fflush(stdout);
+	_exit(127);
+}
+
+/* Reads @fd to its end into @out, cut to @size; what does not fit goes. */
+static inline void kcm_cmd_read(int fd, char *out, size_t size)
+{
+	char rest[256], *dst;
+	size_t len = 0, room;
+	ssize_t n;
+
+	for (;;) {
+		dst = len < size - 1 ? out + len : rest;
+		room = len < size - 1 ? size - 1 - len : sizeof(rest);
+		n = read(fd, dst, room);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		if (dst != rest)
+			len += n;
+	}
+	out[len] = 0;
+}
+
+/*
+ * Runs the command line @fmt, ... (an ip(8), a tc(8), a tool of this
+ * tree) with its stdout and stderr in @out, cut to @size.  The words are
+ * split at spaces and the program found in PATH without a shell: busybox
+ * sh would run its own ip and tc applets instead.  Returns the exit
+ * status (127: not found), or -1 if it could not be run or was killed.
+ */
+static inline int __attribute__((format(printf, 3, 4)))
+kcm_cmd(char *out, size_t size, const char *fmt, ...)
+{
+	char line[512], *argv[KCM_CMD_WORDS + 1], *save;
+	int argc = 0, pfd[2], status, n;
+	va_list ap;
+	pid_t pid;
+
+	out[0] = 0;
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (n < 0 || n >= (int)sizeof(line))
+		return -1;
+	argv[0] = strtok_r(line, " ", &save);
+	while (argv[argc]) {
+		if (++argc == KCM_CMD_WORDS)
+			return -1;
+		argv[argc] = strtok_r(NULL, " ", &save);
+	}
+	if (!argc || pipe2(pfd, O_CLOEXEC))
+		return -1;
+	fflush(stdout);
+	pid = fork();
+	if (!pid)
+		kcm_cmd_exec(argv, pfd[1]);
+	close(pfd[1]);
+	kcm_cmd_read(pfd[0], out, size);
+	close(pfd[0]);
+	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
+}
+
+/* SKIP unless @tool in PATH is iproute2's (busybox has an ip and a tc). */
+static inline void kcm_need_iproute2(const char *tool)
+{
+	char out[512];
+	int rc = kcm_cmd(out, sizeof(out), "%s -V", tool);
+
+	if (rc == 127)
+		SKIP("%s(8) not found in PATH: install iproute2", tool);
+	out[strcspn(out, "\n")] = 0;
+	if (rc || !strstr(out, "iproute2"))
+		SKIP("%s in PATH is not iproute2's: %s -V: exit %d: %s", tool,
+		     tool, rc, out);
 }
 
 #endif /* KCM_LIB_H */

@@ -7,8 +7,9 @@
  * whose peer resets in the middle of a message must fail alone: its TCP
  * socket reports the reset, the other connection carries on.
  *
- * Everything is set up from C over rtnetlink (kcm_netlink.h): no ip(8),
- * no tc(8).
+ * The namespaces, the veth pair and netem are set up with ip(8) and tc(8)
+ * of iproute2, as the kernel's net selftests do.  Without them, or without
+ * veth or sch_netem in the kernel, the tests SKIP and say why.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -19,21 +20,14 @@
 #include <linux/sockios.h>
 
 #include "kcm_data.h"
-#include "kcm_netlink.h"
 
 #define ADDR_A		"10.211.0.1"	/* the TCP peers */
 #define ADDR_B		"10.211.0.2"	/* the KCM mux */
 #define MSG_MAX		(KCM_HDR + 300)
 #define TIMEO_MS	15000
 
-/* tc qdisc add dev ... root netem delay 5ms 2ms loss 2% reorder 10% 50% */
-static const struct kcm_netem faults = {
-	.delay_ns = 5000000,
-	.jitter_ns = 2000000,
-	.loss = 2,
-	.reorder = 10,
-	.reorder_corr = 50,
-};
+/* What netem does to the packets leaving each end of the veth pair. */
+#define NETEM		"delay 5ms 2ms loss 2% reorder 10% 50%"
 
 static char rbuf[1 << 16];
 
@@ -178,58 +172,125 @@ static void proc_log(void)
 		fclose(f);
 }
 
-/* ---- two namespaces, a veth pair, netem -------------------------------- */
+/* ---- two namespaces, a veth pair, netem: ip(8), tc(8) ------------------ */
 
 struct env {
+	char name[2][32];	/* of A and B while they are set up */
+	int named;		/* how many of them exist */
 	int ns_a, ns_b;		/* the namespaces of the peers, of KCM */
 	int listener;		/* TCP, in B */
 	struct sockaddr_in sin;	/* its address */
 };
+
+/* What ip and tc say when the kernel lacks the link or qdisc kind. */
+static const char *const unsupported[] = {
+	"Unknown device type",		/* ip link add ... type veth */
+	"qdisc kind is unknown",	/* tc qdisc add ... netem */
+};
+
+/* @s on one line, for a log or a SKIP reason. */
+static char *oneline(char *s)
+{
+	size_t n = strlen(s);
+
+	while (n && (s[n - 1] == '\n' || s[n - 1] == ' '))
+		s[--n] = 0;
+	for (; n; n--)
+		if (s[n - 1] == '\n')
+			s[n - 1] = ' ';
+	return s;
+}
+
+/* Deletes the names of A and B: what holds them open keeps them. */
+static void env_unname(struct env *e)
+{
+	char out[512];
+
+	while (e->named > 0) {
+		e->named--;
+		kcm_cmd(out, sizeof(out), "ip netns del %s", e->name[e->named]);
+	}
+}
+
+/*
+ * Runs one ip or tc command line of the set-up.  If it fails, the names
+ * go and so does the test: a SKIP if the kernel lacks veth or netem.
+ */
+static void __attribute__((format(printf, 2, 3)))
+env_run(struct env *e, const char *fmt, ...)
+{
+	char line[256], out[1024];
+	size_t i;
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	rc = kcm_cmd(out, sizeof(out), "%s", line);
+	if (!rc)
+		return;
+	env_unname(e);
+	oneline(out);
+	for (i = 0; i < ARRAY_SIZE(unsupported); i++)
+		if (strstr(out, unsupported[i]))
+			SKIP("%s: %s", line, out);
+	TH_LOG("%s: exit %d: %s", line, rc, out);
+	ASSERT_EQ(rc, 0);
+}
+
+/* lo and @dev of namespace @ns up, @addr/24 on @dev, netem on its egress. */
+static void side_setup(struct env *e, const char *ns, const char *dev,
+		       const char *addr)
+{
+	env_run(e, "ip -n %s link set lo up", ns);
+	env_run(e, "ip -n %s addr add %s/24 dev %s", ns, addr, dev);
+	env_run(e, "tc -n %s qdisc add dev %s root netem %s", ns, dev, NETEM);
+	env_run(e, "ip -n %s link set %s up", ns, dev);
+}
+
+/* An fd of the namespace ip(8) named @name (under /run/netns). */
+static int ns_open(struct env *e, const char *name)
+{
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "/run/netns/%s", name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		TH_LOG("%s: %s", path, strerror(errno));
+		env_unname(e);
+	}
+	ASSERT_GE(fd, 0);
+	return fd;
+}
 
 static void ns_enter(int fd)
 {
 	ASSERT_OK(setns(fd, CLONE_NEWNET));
 }
 
-/* lo and @ifname up, @addr/24 on @ifname, netem on its egress. */
-static void side_setup(const char *ifname, const char *addr)
-{
-	int err;
-
-	ASSERT_EQ(kcm_nl_link_up("lo"), 0);
-	ASSERT_EQ(kcm_nl_addr4(ifname, inet_addr(addr), 24), 0);
-	err = kcm_nl_netem(ifname, &faults);
-	if (err == -ENOENT || err == -EOPNOTSUPP)
-		SKIP("netem qdisc not available (RTM_NEWQDISC: %s)",
-		     strerror(-err));
-	if (err)
-		TH_LOG("RTM_NEWQDISC netem on %s: %s", ifname, strerror(-err));
-	ASSERT_EQ(err, 0);
-	ASSERT_EQ(kcm_nl_link_up(ifname), 0);
-}
-
 /* Leaves the caller in B with a listener; A holds the other veth end. */
 static void env_setup(struct env *e)
 {
 	socklen_t len = sizeof(e->sin);
-	int err;
+	int i;
 
-	if (unshare(CLONE_NEWNET))
-		SKIP("unshare(CLONE_NEWNET): %s", strerror(errno));
-	e->ns_b = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-	ASSERT_GE(e->ns_b, 0);
-	ASSERT_OK(unshare(CLONE_NEWNET));
-	e->ns_a = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-	ASSERT_GE(e->ns_a, 0);
-
-	ns_enter(e->ns_b);
-	err = kcm_nl_veth("kcmb", "kcma", e->ns_a);
-	if (err == -EOPNOTSUPP || err == -ENOENT)
-		SKIP("veth not available (RTM_NEWLINK: %s)", strerror(-err));
-	ASSERT_EQ(err, 0);
-	side_setup("kcmb", ADDR_B);
-	ns_enter(e->ns_a);
-	side_setup("kcma", ADDR_A);
+	kcm_need_iproute2("ip");
+	kcm_need_iproute2("tc");
+	for (i = 0; i < 2; i++)
+		snprintf(e->name[i], sizeof(e->name[i]), "kcm-netem-%c-%d",
+			 'a' + i, getpid());
+	for (e->named = 0; e->named < 2; e->named++)
+		env_run(e, "ip netns add %s", e->name[e->named]);
+	env_run(e, "ip link add kcmb netns %s type veth peer name kcma netns %s",
+		e->name[1], e->name[0]);
+	side_setup(e, e->name[0], "kcma", ADDR_A);
+	side_setup(e, e->name[1], "kcmb", ADDR_B);
+	e->ns_a = ns_open(e, e->name[0]);
+	e->ns_b = ns_open(e, e->name[1]);
+	/* From here on the namespaces live as long as the test. */
+	env_unname(e);
 	ns_enter(e->ns_b);
 
 	memset(&e->sin, 0, sizeof(e->sin));

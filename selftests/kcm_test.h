@@ -5,7 +5,8 @@
  * TEST(name) { ... } registers a test.  Every test runs in a child process
  * of its own (a crash or a hang fails that test only, and the sockets it
  * leaves behind are closed before the next one starts).  ASSERT_* end the
- * test on failure, EXPECT_* record the failure and go on.
+ * test on failure, EXPECT_* record the failure and go on.  SKIP("why")
+ * ends it as "ok N name # SKIP why".
  *
  * TEST_DIFFERS(name, "why") marks a test of a behaviour where this module
  * deliberately differs from the kernel's own kcm.ko.  When the suite runs
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -37,6 +39,7 @@
 
 #define KCM_TEST_MAX		256
 #define KCM_TEST_TIMEOUT	60
+#define KCM_SKIP_REASON_MAX	4096	/* one page, shared */
 
 struct kcm_test {
 	const char *name;
@@ -47,6 +50,14 @@ struct kcm_test {
 extern struct kcm_test kcm_tests[KCM_TEST_MAX];
 extern int kcm_ntests;
 extern int kcm_test_failed;	/* set by EXPECT_* in the child */
+extern char *kcm_skip_reason;	/* SKIP()'s reason, shared with the child */
+
+/* The harness's globals: one definition in each program. */
+#define KCM_TEST_GLOBALS						\
+	struct kcm_test kcm_tests[KCM_TEST_MAX];			\
+	int kcm_ntests;							\
+	int kcm_test_failed;						\
+	char *kcm_skip_reason
 
 static inline void kcm_test_register(const char *name, void (*fn)(void),
 				     const char *differs)
@@ -75,8 +86,13 @@ static inline void kcm_test_register(const char *name, void (*fn)(void),
 #define TH_LOG(fmt, ...)						\
 	printf("# %s:%d: " fmt "\n", __FILE__, __LINE__, ##__VA_ARGS__)
 
+/* In a test the reason goes on its "ok" line, elsewhere on a line of its own. */
 #define SKIP(fmt, ...) do {						\
-	printf("# SKIP " fmt "\n", ##__VA_ARGS__);			\
+	if (kcm_skip_reason)						\
+		snprintf(kcm_skip_reason, KCM_SKIP_REASON_MAX, fmt,	\
+			 ##__VA_ARGS__);				\
+	else								\
+		printf("# SKIP " fmt "\n", ##__VA_ARGS__);		\
 	fflush(stdout);							\
 	_exit(KSFT_SKIP);						\
 } while (0)
@@ -127,9 +143,7 @@ static inline void kcm_test_register(const char *name, void (*fn)(void),
 } while (0)
 
 #define KCM_TEST_MAIN							\
-	struct kcm_test kcm_tests[KCM_TEST_MAX];			\
-	int kcm_ntests;							\
-	int kcm_test_failed;						\
+	KCM_TEST_GLOBALS;						\
 	int main(int argc, char **argv)					\
 	{								\
 		return kcm_test_main(argc, argv);			\
@@ -141,6 +155,8 @@ static inline int kcm_test_run_one(const struct kcm_test *t)
 	pid_t pid;
 
 	fflush(stdout);
+	if (kcm_skip_reason)
+		kcm_skip_reason[0] = 0;
 	pid = fork();
 	if (pid < 0)
 		return -1;
@@ -175,13 +191,19 @@ static inline int kcm_test_main(int argc, char **argv)
 	int i;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	kcm_skip_reason = mmap(NULL, KCM_SKIP_REASON_MAX,
+			       PROT_READ | PROT_WRITE,
+			       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (kcm_skip_reason == MAP_FAILED)
+		kcm_skip_reason = NULL;
 	printf("TAP version 13\n1..%d\n", kcm_ntests);
 	for (i = 0; i < kcm_ntests; i++) {
 		const struct kcm_test *t = &kcm_tests[i];
 		int rc = kcm_test_run_one(t);
 
 		if (rc == KSFT_SKIP) {
-			printf("ok %d %s # SKIP\n", i + 1, t->name);
+			printf("ok %d %s # SKIP %s\n", i + 1, t->name,
+			       kcm_skip_reason ? kcm_skip_reason : "");
 			skip++;
 		} else if (distro && t->differs && rc != KSFT_PASS) {
 			printf("not ok %d %s # TODO upstream: %s\n", i + 1,

@@ -11,6 +11,8 @@ PKGS=(
 	build-essential libc6-dev linux-libc-dev bc kmod cpio gzip xz-utils
 	linux-headers-amd64 linux-image-amd64
 	qemu-system-x86 busybox-static
+	# ip and tc in the VM: the selftests' namespaces, veth and netem
+	iproute2
 	sparse shellcheck linux-source-6.1 perl python3
 	# the debug kernel (make check-debug): pahole (dwarves) makes its BTF
 	flex bison libelf-dev libssl-dev dwarves util-linux

@@ -266,12 +266,41 @@ fi
 # ---------------------------------------------------------------- initramfs
 root=$out/initramfs
 rm -rf "$root"
-mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,dev,proc,sys,tmp,run,root,kcm,lib/modules/dep}
+mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,dev,proc,sys,tmp,run,root,kcm,lib/modules/dep,var}
+# As on Debian: the names of ip netns (/run/netns) are under /var/run too.
+ln -s ../run "$root/var/run"
 
 cp "$busybox" "$root/bin/busybox"
 ln -s busybox "$root/bin/sh"
 cp "$here/guest-init" "$root/init"
 chmod 0755 "$root/init" "$root/bin/busybox"
+
+# Copies dynamic program $1 to $2 in the initramfs with the shared
+# libraries and the loader that ldd names, each at its own path.
+install_dynamic() {
+	local lib
+	cp -L "$1" "$root$2" || die "cannot copy $1"
+	while read -r lib; do
+		[[ -e $root$lib ]] && continue
+		mkdir -p "$root$(dirname "$lib")"
+		cp -L "$lib" "$root$lib" || die "cannot copy $lib (for $1)"
+	done < <(LC_ALL=C ldd "$1" | sed -nE 's@.*=> (/[^ ]+).*@\1@p; t; s@^[[:space:]]*(/[^ ]+).*@\1@p')
+}
+
+# iproute2's ip and tc: the selftests set up namespaces, veth and netem
+# with them.  At Debian's paths, /bin/ip and /sbin/tc, where the guest's
+# PATH finds them before busybox's ip and tc applets ('busybox --install'
+# leaves existing files alone).  netem is built into tc: its plugin
+# directory is not needed.  Missing on the host, the tests that need them
+# SKIP.
+host_path=$PATH:/sbin:/usr/sbin
+for tool in /bin/ip /sbin/tc; do
+	if path=$(PATH=$host_path command -v "${tool##*/}"); then
+		install_dynamic "$path" "$tool"
+	else
+		warn "${tool##*/} not found: apt-get install iproute2 (or run 'make deps'); the tests that need it skip"
+	fi
+done
 
 # Copy a .ko (maybe compressed) to $2 uncompressed: busybox insmod may not
 # decompress.
