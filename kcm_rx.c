@@ -742,7 +742,30 @@ static void kcm_rx_buf_compact(struct kcm_psock *psock)
 }
 
 /*
- * Move the unframed bytes to a new framing buffer of at least @size bytes.
+ * The spare framing buffer, emptied, if it has room for @size bytes and
+ * no pack references it any more: readers that keep up let two buffers
+ * take turns, with no allocation (and no page zeroing) per buffer.
+ *
+ * Context: TCP socket lock held.
+ */
+static struct sk_buff *kcm_rx_buf_spare(struct kcm_psock *psock,
+					unsigned int size)
+{
+	struct sk_buff *buf = psock->rx_spare;
+
+	if (!buf || skb_end_offset(buf) < size ||
+	    page_count(virt_to_head_page(buf->head)) != 1)
+		return NULL;
+	psock->rx_spare = NULL;
+	buf->data = buf->head;
+	buf->len = 0;
+	skb_reset_tail_pointer(buf);
+	return buf;
+}
+
+/*
+ * Move the unframed bytes to another framing buffer of at least @size
+ * bytes; the old one becomes the spare.
  *
  * Context: TCP socket lock held; no message waits to be packed.
  * Return: 0 or -ENOMEM (the old buffer stays).
@@ -751,13 +774,17 @@ static int kcm_rx_buf_replace(struct kcm_psock *psock, unsigned int size)
 {
 	struct sk_buff *old = psock->rx_skb, *buf;
 
-	buf = kcm_rx_buf_alloc(size, psock->rx_gfp);
+	buf = kcm_rx_buf_spare(psock, size);
+	if (!buf)
+		buf = kcm_rx_buf_alloc(size, psock->rx_gfp);
 	if (!buf) {
 		kcm_stat_add(&psock->stats.rx_mem_fail, 1);
 		return -ENOMEM;
 	}
 	skb_put_data(buf, old->data, old->len);
-	consume_skb(old);
+	/* Packs keep the pages they reference; only ours are let go. */
+	consume_skb(psock->rx_spare);
+	psock->rx_spare = old;
 	psock->rx_skb = buf;
 	psock->rx_pack_off = 0;
 	psock->rx_buf_shared = false;
@@ -1296,6 +1323,20 @@ static void kcm_rx_read_done(struct kcm_psock *psock, int err)
 	}
 }
 
+/*
+ * A read from TCP stopped with @err: the messages framed go out, packed
+ * and delivered even when framing stopped, then the verdict.
+ *
+ * Context: TCP socket lock held.
+ */
+static void kcm_rx_read_end(struct kcm_psock *psock, int err)
+{
+	if (kcm_rx_pack_seal(psock) && (!err || err == -EAGAIN))
+		err = -ENOMEM;
+	kcm_rx_flush_batch(psock);
+	kcm_rx_read_done(psock, err);
+}
+
 /* Context: TCP socket lock held (softirq with the socket not owned, or
  * process context with lock_sock()).
  */
@@ -1314,11 +1355,7 @@ static void kcm_rx_read(struct kcm_psock *psock, gfp_t gfp)
 		tcp_read_sock(psock->sk, &desc, kcm_rx_actor);
 		err = desc.error;
 	}
-	/* Whole messages go out even when framing stopped. */
-	if (kcm_rx_pack_seal(psock) && (!err || err == -EAGAIN))
-		err = -ENOMEM;
-	kcm_rx_flush_batch(psock);
-	kcm_rx_read_done(psock, err);
+	kcm_rx_read_end(psock, err);
 }
 
 /**
@@ -1438,6 +1475,8 @@ void kcm_psock_rx_flush(struct kcm_psock *psock)
 	psock->rx_chunk = NULL;
 	kfree_skb(psock->rx_skb);
 	psock->rx_skb = NULL;
+	consume_skb(psock->rx_spare);
+	psock->rx_spare = NULL;
 	psock->rx_timing = false;
 	kcm_frag_cache_drain(&psock->rx_frag);
 }

@@ -94,8 +94,7 @@ static int kcm_kt_read(struct kcm_kt *kt, struct sk_buff *skb,
 
 	used = kcm_rx_actor(&desc, skb, off, len);
 	kfree_skb(skb);
-	kcm_rx_flush_batch(kt->psock);
-	kcm_rx_read_done(kt->psock, desc.error);
+	kcm_rx_read_end(kt->psock, desc.error);
 	return desc.error ? desc.error : used;
 }
 
@@ -519,7 +518,7 @@ static void kcm_kt_small_message_charge(struct kunit *test)
 /*
  * Packs reference the framing buffer: bytes still referenced are never
  * overwritten when the buffer fills (it is replaced), and a buffer no
- * pack references any more is reused from its start.
+ * pack references any more is reused from its start, the spare first.
  */
 static void kcm_kt_packs_and_buffer_reuse(struct kunit *test)
 {
@@ -527,6 +526,8 @@ static void kcm_kt_packs_and_buffer_reuse(struct kunit *test)
 					 ARRAY_SIZE(kcm_kt_len4));
 	static size_t lens[1200];
 	size_t n = 0, off, step;
+	struct sk_buff *spare;
+	bool reused;
 	u8 *stream;
 	int i, round;
 
@@ -537,15 +538,20 @@ static void kcm_kt_packs_and_buffer_reuse(struct kunit *test)
 		n += lens[i];
 	}
 	for (round = 0; round < 2; round++) {
+		spare = kt->psock->rx_spare;
+		reused = false;
 		for (off = 0; off < n; off += step) {
 			step = min_t(size_t, n - off, 1000 + round * 3000);
 			KUNIT_ASSERT_EQ(test, kcm_kt_feed(kt, stream + off,
 							  step, off % 5),
 					(int)step);
+			reused |= spare && kt->psock->rx_skb == spare;
 		}
 		/* The stream is several buffers long: they were replaced. */
 		KUNIT_EXPECT_GT(test, n, 3 * KCM_RX_BUF);
-		KUNIT_EXPECT_TRUE(test, kt->psock->rx_buf_shared);
+		KUNIT_EXPECT_NOT_NULL(test, kt->psock->rx_spare);
+		/* The spare nothing referenced any more came back first. */
+		KUNIT_EXPECT_EQ(test, reused, round > 0);
 		kcm_kt_expect(test, kt, stream, lens, 1200);
 		KUNIT_EXPECT_TRUE(test, kcm_rx_buf_private(kt->psock));
 	}

@@ -254,8 +254,10 @@ struct kcm_parser {
  *	in @rx_skb's head; they end at @rx_skb->data
  * @rx_pack_n: number of those messages
  * @rx_pack_lens: their lengths
- * @rx_buf_shared: packs reference bytes of @rx_skb's head, so they may
- *	not be overwritten: the buffer is replaced rather than compacted
+ * @rx_buf_shared: packs may reference bytes of @rx_skb's head, so they
+ *	may not be overwritten: the buffer is replaced rather than compacted
+ * @rx_spare: the framing buffer used before @rx_skb, reused once no pack
+ *	references it
  * @rx_frag: where the heads of small messages are carved from
  * @rx_gfp: allocation flags of the current framing context
  * @rx_work: framing in process context
@@ -307,6 +309,7 @@ struct kcm_psock {
 	unsigned int rx_pack_n;
 	u16 rx_pack_lens[KCM_RX_PACK_MAX];
 	bool rx_buf_shared;
+	struct sk_buff *rx_spare;
 	struct page_frag_cache rx_frag;
 	gfp_t rx_gfp;
 	struct delayed_work rx_work;
