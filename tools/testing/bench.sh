@@ -4,10 +4,12 @@
 # make bench: one VM boot in which tools/kcmperf measures our kcm.ko and the
 # distribution's, alternately (A B B A for each configuration: only one
 # module can own AF_KCM at a time, so the guest rmmods one and insmods the
-# other), next to the user-space framer and raw TCP of the same bytes.
-# Ends with a table of medians and the ratios ours/distro, ours/user and
-# ours/raw.  A run whose messages did not all arrive intact, or that
-# stalled, shows as FAIL in its cell, never as a number.
+# other), next to the user-space framer and raw TCP of the same bytes
+# (the user framer in odd rounds, raw TCP in even ones and in an odd last
+# round, so that --rounds 1 has both).  Ends with a table of medians and
+# the ratios ours/distro, ours/user and ours/raw.  A run whose messages
+# did not all arrive intact, or that stalled, shows as FAIL in its cell,
+# never as a number.
 #
 #   bench.sh --module KO [--kver VER] [--distro-module KO] [--secs S]
 #            [--rounds N] [--only 'CFG ...'] [--parsers 'P ...'] [--out DIR]
@@ -21,7 +23,11 @@
 # readers using recvmmsg(), 16 messages a call); rxb-64 and rxb-512 (rx
 # with our batched receive, KCM_RECV_BATCH 64: ours only, the distro
 # module has no such option); tx-512 (2 KCM sockets send() over 2
-# connections; default buffers only).  Also known: tx-64.
+# connections; default buffers only); txb-64 and txb-512 (tx with the KCM
+# senders using sendmmsg(), 64 messages a call, so MSG_BATCH on all but
+# the last: both modules; the user-space senders write 64 messages a
+# call, raw TCP the same framed stream in 256 KB writes).  Also known:
+# tx-64.
 #
 # The distribution module runs with kcmperf's -P distro parser, which
 # reads the message offset that module keeps in skb->cb: the documented
@@ -110,7 +116,7 @@ install_ko() {
 	esac
 }
 
-default_cfgs="rx-64 rxm-64 rxb-64 rx-512 rxb-512 rx-16K rx-256K rr-64 tx-512"
+default_cfgs="rx-64 rxm-64 rxb-64 rx-512 rxb-512 rx-16K rx-256K rr-64 tx-512 txb-64 txb-512"
 all_cfgs="$default_cfgs tx-64"
 cfgs=${only:-$default_cfgs}
 for c in $cfgs; do
@@ -222,10 +228,11 @@ for cfg in $cfgs; do
 	rxb-*) args="-m rx -s ${cfg#rxb-} -c 2 -k 2" ;;
 	rr-*) args="-m rr -s ${cfg#rr-} -c 1 -k 1" ;;
 	tx-*) args="-m tx -s ${cfg#tx-} -c 2 -k 2" ;;
+	txb-*) args="-m tx -s ${cfg#txb-} -c 2 -k 2 -S 64" ;;
 	esac
 	tunes="default tuned"
 	case $cfg in
-	tx-*) tunes=default ;; # SO_RCVBUF of a KCM socket plays no part
+	tx-* | txb-*) tunes=default ;; # SO_RCVBUF of a KCM socket plays no part
 	esac
 	for tune in $tunes; do
 		tuning=
@@ -234,6 +241,8 @@ for cfg in $cfgs; do
 		while [ $r -le "$rounds" ]; do
 			if [ $((r % 2)) = 1 ]; then
 				set -- ours user distro
+				# an odd last round: raw TCP runs in it too
+				[ "$r" = "$rounds" ] && set -- "$@" raw
 			else
 				set -- distro raw ours
 			fi
