@@ -103,17 +103,34 @@ static int report(bool watchdog)
 	return modes[opt.mode]->report(watchdog);
 }
 
+static atomic_ullong wd_deadline;	/* now_ns() when the watchdog fires */
+static atomic_ullong wd_ms;		/* what it was armed with */
+
 /* Last resort: whatever hangs, a line is printed and the process ends. */
 static void *watchdog_thread(void *arg)
 {
-	double limit = *(double *)arg;
+	double left;
 
-	sleep_s(limit);
-	fprintf(stderr, "# kcmperf: watchdog: no end after %.0f s\n", limit);
+	(void)arg;
+	while ((left = ((double)wd_deadline - now_ns()) / 1e9) > 0)
+		sleep_s(left < 1 ? left : 1);
+	fprintf(stderr, "# kcmperf: watchdog: no end after %.0f s\n",
+		wd_ms / 1e3);
 	report(true);
 	fflush(stdout);
 	_exit(1);
 	return NULL;
+}
+
+/* The watchdog fires @secs from now (again, when already armed). */
+void watchdog_arm(double secs)
+{
+	static pthread_t wd;
+
+	wd_ms = secs * 1e3;
+	wd_deadline = now_ns() + (uint64_t)(secs * 1e9);
+	if (!wd && pthread_create(&wd, NULL, watchdog_thread, NULL))
+		die("pthread_create");
 }
 
 /*
@@ -303,7 +320,7 @@ static void parse_args(int argc, char **argv)
  * until -n messages went through), then the senders stop at a message
  * boundary and the receivers must get everything sent.  Fills res.
  */
-static void run_timed(double limit)
+void run_timed(double limit)
 {
 	res.t0 = now();
 	sleep_s(opt.warm);
@@ -351,7 +368,6 @@ static void run_timed(double limit)
 int main(int argc, char **argv)
 {
 	double limit;
-	pthread_t wd;
 
 	parse_args(argc, argv);
 	signal(SIGPIPE, SIG_IGN);
@@ -363,11 +379,11 @@ int main(int argc, char **argv)
 	if (!per_buf)
 		per_buf = 1;
 	pattern_init();
+	conns_alloc(opt.conns);
 	tcp_pairs(opt.conns);
 
 	limit = opt.count ? 600 : opt.warm + opt.secs + 2 * opt.stall + 15;
-	if (pthread_create(&wd, NULL, watchdog_thread, &limit))
-		die("pthread_create");
+	watchdog_arm(limit);
 
 	modes[opt.mode]->setup();
 	run_timed(limit);

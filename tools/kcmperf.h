@@ -98,8 +98,8 @@ extern char *pattern;
 extern unsigned int per_buf;	/* messages in a sender's buffer */
 extern int ncpus;
 
-extern int peer[MAX_CONNS];	/* the connecting ends */
-extern int local[MAX_CONNS];	/* the accepted ends */
+extern int *peer;		/* the connecting ends */
+extern int *local;		/* the accepted ends */
 extern int kfd[MAX_CONNS * MAX_KCMS];
 extern int n_kfd;
 extern int eff_rcvbuf;
@@ -107,10 +107,14 @@ extern int eff_tcp_rcvbuf;
 
 /* What a receiver knows: the next sequence number of each source. */
 struct checker {
-	uint64_t next[MAX_CONNS * MAX_KCMS];
 	unsigned int nsrc;
 	const char *who;
+	uint64_t next[];
 };
+
+/* kcmperf.c */
+void watchdog_arm(double secs);
+void run_timed(double limit);
 
 /* kcmperf_core.c */
 void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
@@ -123,6 +127,7 @@ void futex_wait(atomic_int *addr, int val, int ms);
 void futex_wake(atomic_int *addr);
 void spawn(void *(*fn)(void *), void *arg);
 void join_all(void);
+void counters_reset(void);
 unsigned long sum_ok(struct counter *c, int n);
 unsigned long sum_bad(struct counter *c, int n);
 int sum_done(struct counter *c, int n);
@@ -140,11 +145,15 @@ void set_int(int fd, int level, int name, int val);
 int get_int(int fd, int level, int name);
 void set_timeo(int fd, int name, double s);
 void set_nonblock(int fd);
+void conns_alloc(int n);
 void tcp_pairs(int n);
 void tcp_rcvbuf(int fd);
 bool write_all(int fd, const char *p, size_t len);
 
 /* kcmperf_kcm.c */
+int kcm_parser(void);
+int kcm_socks(void);
+void attach_tcp(int kcm, int tcp, int prog);
 int kcm_mux(const int *tcp, int n);
 
 /* kcmperf_stream.c */
@@ -161,15 +170,17 @@ void *stream_reader(void *arg);
 /* kcmperf_user.c */
 void user_framer(void);
 
-/* kcmperf_rx.c, kcmperf_rr.c */
+/* kcmperf_rx.c, kcmperf_tx.c, kcmperf_rr.c */
 void *kcm_reader(void *arg);
+void *kcm_sender(void *arg);
 void kcm_answer(int fd, char *p);
 
 /* kcmperf_report.c */
 struct cpu {
-	unsigned long long usr;
+	unsigned long long usr;		/* jiffies of all CPUs (/proc/stat) */
 	unsigned long long sys;
 	unsigned long long total;
+	double self;			/* seconds of this process (rusage) */
 };
 
 struct results {
@@ -184,9 +195,12 @@ extern struct results res;
 
 void cpu_read(struct cpu *c);
 const char *err_name(void);
+void err_save(void);
 void print_common(double secs);
 void print_cpu(void);
+void report_reset(void);
 bool report_begin(bool watchdog);
+int report_msgs(bool watchdog, void (*extra)(double secs, unsigned long msgs));
 int report_stream(bool watchdog);
 
 #endif /* KCMPERF_H */

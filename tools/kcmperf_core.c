@@ -45,8 +45,8 @@ int ncpus;
 static pthread_t threads[MAX_THREADS];
 static int n_threads;
 
-int peer[MAX_CONNS];
-int local[MAX_CONNS];
+int *peer;
+int *local;
 int kfd[MAX_CONNS * MAX_KCMS];
 int n_kfd;
 int eff_rcvbuf;
@@ -127,6 +127,23 @@ void spawn(void *(*fn)(void *), void *arg)
 	if (err)
 		die("pthread_create: %s", strerror(err));
 	n_threads++;
+}
+
+/* Before another run in the same process (scale): counters and flags. */
+void counters_reset(void)
+{
+	memset(rxc, 0, sizeof(rxc));
+	memset(txc, 0, sizeof(txc));
+	n_rx = 0;
+	n_tx = 0;
+	n_kfd = 0;
+	atomic_store(&tx_stop, 0);
+	atomic_store(&tx_abort, 0);
+	atomic_store(&rx_stop, 0);
+	atomic_store(&measuring, 0);
+	atomic_store(&rr_stalled, 0);
+	atomic_store(&first_err, 0);
+	atomic_store(&bad_shown, 0);
 }
 
 void join_all(void)
@@ -275,9 +292,10 @@ long msg_check(struct checker *ck, const char *p, size_t n, uint32_t flag)
 	return src;
 }
 
+/* A checker of sources 0..@nsrc-1, named by @fmt and @i. */
 struct checker *checker_new(unsigned int nsrc, const char *fmt, int i)
 {
-	struct checker *ck = calloc(1, sizeof(*ck));
+	struct checker *ck = calloc(1, sizeof(*ck) + nsrc * sizeof(ck->next[0]));
 	char *who;
 
 	if (!ck || asprintf(&who, fmt, i) < 0)
@@ -335,43 +353,39 @@ static void lo_up(void)
 		close(fd);
 }
 
-static uint16_t port_of(int fd, bool remote)
+/* Room for @n connections in peer[] and local[]. */
+void conns_alloc(int n)
 {
-	struct sockaddr_in sin;
-	socklen_t len = sizeof(sin);
-
-	if (remote ? getpeername(fd, (struct sockaddr *)&sin, &len) :
-		     getsockname(fd, (struct sockaddr *)&sin, &len))
-		die_errno("getsockname");
-	return ntohs(sin.sin_port);
+	peer = calloc(n, sizeof(*peer));
+	local = calloc(n, sizeof(*local));
+	if (!peer || !local)
+		die("out of memory");
 }
 
-/* @n loopback connections: peer[i] connected, local[i] accepted. */
+/*
+ * @n loopback connections: peer[i] connected, local[i] accepted.  One at
+ * a time, so that the accepted socket is the one just connected.
+ */
 void tcp_pairs(int n)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET };
 	socklen_t len = sizeof(sin);
-	int l, i, j, fd;
+	int l, i;
 
 	lo_up();
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	l = socket(AF_INET, SOCK_STREAM, 0);
 	if (l < 0 || bind(l, (struct sockaddr *)&sin, len) ||
-	    listen(l, MAX_CONNS) || getsockname(l, (struct sockaddr *)&sin, &len))
+	    listen(l, 16) || getsockname(l, (struct sockaddr *)&sin, &len))
 		die_errno("loopback listener");
 	for (i = 0; i < n; i++) {
 		peer[i] = socket(AF_INET, SOCK_STREAM, 0);
 		if (peer[i] < 0 ||
 		    connect(peer[i], (struct sockaddr *)&sin, sizeof(sin)))
 			die_errno("connect");
-	}
-	for (i = 0; i < n; i++) {
-		fd = accept(l, NULL, NULL);
-		if (fd < 0)
+		local[i] = accept(l, NULL, NULL);
+		if (local[i] < 0)
 			die_errno("accept");
-		for (j = 0; j < n; j++)
-			if (port_of(peer[j], false) == port_of(fd, true))
-				local[j] = fd;
 	}
 	close(l);
 }

@@ -87,7 +87,7 @@ static int load_parser(void)
 }
 
 /* Attaches @tcp to the mux of @kcm with the parser of -P. */
-static void attach_tcp(int kcm, int tcp, int prog)
+void attach_tcp(int kcm, int tcp, int prog)
 {
 	static struct sock_filter cbpf[] = {
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 0),
@@ -118,12 +118,18 @@ static void attach_tcp(int kcm, int tcp, int prog)
 		die_errno("ioctl(SIOCKCMATTACHEXT)");
 }
 
-/* A mux of opt.kcms KCM sockets (appended to kfd[]) with @tcp attached. */
-int kcm_mux(const int *tcp, int n)
+/* The program attach_tcp() wants for -P: a loaded eBPF one, or -1. */
+int kcm_parser(void)
+{
+	if (opt.parser == PARSER_EBPF || opt.parser == PARSER_DISTRO)
+		return load_parser();
+	return -1;
+}
+
+/* A mux of opt.kcms KCM sockets, appended to kfd[]; the first's index. */
+int kcm_socks(void)
 {
 	int first = n_kfd, i;
-	int prog = opt.parser == PARSER_EBPF || opt.parser == PARSER_DISTRO ?
-		   load_parser() : -1;
 
 	for (i = 0; i < opt.kcms; i++) {
 		struct kcm_clone clone;
@@ -149,6 +155,14 @@ int kcm_mux(const int *tcp, int n)
 		eff_rcvbuf = get_int(fd, SOL_SOCKET, SO_RCVBUF);
 		kfd[n_kfd++] = fd;
 	}
+	return first;
+}
+
+/* A mux of opt.kcms KCM sockets (appended to kfd[]) with @tcp attached. */
+int kcm_mux(const int *tcp, int n)
+{
+	int prog = kcm_parser(), first = kcm_socks(), i;
+
 	for (i = 0; i < n; i++)
 		attach_tcp(kfd[first], tcp[i], prog);
 	if (prog >= 0)

@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -15,13 +16,18 @@
 
 struct results res;
 static atomic_int reported;
+static char err_saved[32];	/* err_name() before the sockets closed */
 
 void cpu_read(struct cpu *c)
 {
 	unsigned long long v[8] = { 0 };
 	FILE *f = fopen("/proc/stat", "r");
+	struct rusage ru;
 
 	memset(c, 0, sizeof(*c));
+	if (!getrusage(RUSAGE_SELF, &ru))
+		c->self = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+			  ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
 	if (!f)
 		return;
 	if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu",
@@ -40,6 +46,8 @@ const char *err_name(void)
 	const char *name;
 	int i;
 
+	if (err_saved[0])
+		return err_saved;
 	/* an error the kernel posted on a connection says more */
 	for (i = 0; opt.impl == IMPL_KCM && i < opt.conns; i++) {
 		int e = get_int(local[i], SOL_SOCKET, SO_ERROR);
@@ -58,6 +66,12 @@ const char *err_name(void)
 	else
 		snprintf(text, sizeof(text), "%d", err);
 	return text;
+}
+
+/* What err_name() says now, for a report after the connections closed. */
+void err_save(void)
+{
+	snprintf(err_saved, sizeof(err_saved), "%s", err_name());
 }
 
 void print_cpu(void)
@@ -83,6 +97,14 @@ void print_common(double secs)
 		printf(" parser=%s", parser_names[opt.parser]);
 }
 
+/* Before another run in the same process (scale). */
+void report_reset(void)
+{
+	memset(&res, 0, sizeof(res));
+	err_saved[0] = 0;
+	atomic_store(&reported, 0);
+}
+
 /*
  * Only one report: the watchdog's or the run's.  A watchdog report closes
  * the window where it is.  False when a report was already printed.
@@ -102,8 +124,11 @@ bool report_begin(bool watchdog)
 	return true;
 }
 
-/* The line of rx and tx: messages, rate, CPU, and whether all arrived. */
-int report_stream(bool watchdog)
+/*
+ * The line of rx and tx: messages, rate, CPU, and whether all arrived;
+ * @extra, when set, prints more keys before the counts.
+ */
+int report_msgs(bool watchdog, void (*extra)(double secs, unsigned long msgs))
 {
 	double secs = res.t1 - res.t0;
 	unsigned long msgs = res.got1 - res.got0, lost;
@@ -122,9 +147,16 @@ int report_stream(bool watchdog)
 	       secs > 0 ? msgs / secs : 0,
 	       secs > 0 ? msgs * (double)opt.size / 1e6 / secs : 0);
 	print_cpu();
+	if (extra)
+		extra(secs, msgs);
 	printf(" sent=%lu got=%lu bad=%lu lost=%lu stalled=%d err=%s result=%s%s\n",
 	       res.sent, res.got, res.bad, lost, res.stalled || watchdog,
 	       err_name(), fail ? "FAIL" : "ok",
 	       watchdog ? " note=watchdog" : "");
 	return fail;
+}
+
+int report_stream(bool watchdog)
+{
+	return report_msgs(watchdog, NULL);
 }

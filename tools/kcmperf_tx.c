@@ -14,7 +14,7 @@
 #include "kcmperf.h"
 
 /* KCM socket @idx sends its messages, one send() or a sendmmsg() batch. */
-static void *kcm_sender(void *arg)
+void *kcm_sender(void *arg)
 {
 	long idx = (long)arg;
 	struct counter *c = &txc[idx];
