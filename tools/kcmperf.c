@@ -79,6 +79,7 @@ const struct perf_mode *const modes[MODE_COUNT] = {
 	[MODE_RX] = &mode_rx,
 	[MODE_TX] = &mode_tx,
 	[MODE_RR] = &mode_rr,
+	[MODE_SCALE] = &mode_scale,
 };
 
 struct options opt = {
@@ -86,6 +87,7 @@ struct options opt = {
 	.mode = MODE_RX,
 	.size = 64,
 	.conns = -1,
+	.dir = MODE_RX,
 	.kcms = -1,
 	.secs = 3,
 	.warm = -1,
@@ -162,14 +164,17 @@ static void help(int status)
 	fprintf(status ? stderr : stdout,
 		"usage: kcmperf [options]\n"
 		"  -i, --impl kcm|user|raw  what frames the messages (kcm)\n"
-		"  -m, --mode rx|tx|rr      direction, or request/response (rx)\n"
+		"  -m, --mode rx|tx|rr|scale\n"
+		"            direction, request/response, or connections axis (rx)\n"
 		"  -P ebpf|cbpf|lenfield|distro\n"
 		"            kcm: the parser (ebpf; cbpf and lenfield need our\n"
 		"            module's SIOCKCMATTACHEXT; distro frames correctly\n"
 		"            on the distribution's module only)\n"
 		"  -s SIZE   message size on the wire, header included, >= %d;\n"
 		"            K and M suffixes (64)\n"
-		"  -c N      TCP connections (rx, tx: 2; rr: 1)\n"
+		"  -c N      TCP connections (rx, tx: 2; rr: 1); scale: a list\n"
+		"            attached to one mux in turn (1,10,100,1000)\n"
+		"  -d rx|tx  scale: KCM receives or sends (rx)\n"
 		"  -k M      KCM sockets per mux, user-space workers (rx, tx: 2; rr: 1)\n"
 		"  -t SECS   measured time (3), after a warm-up (-w, SECS/6)\n"
 		"  -n COUNT  messages per sender instead of a time\n"
@@ -179,11 +184,13 @@ static void help(int status)
 		"  -B BYTES  SO_RCVBUF of each KCM socket, user: bytes queued per\n"
 		"            worker (default: untouched; user %d)\n"
 		"  -T BYTES  SO_RCVBUF of the receiving TCP sockets (-1: 4x the\n"
-		"            message size above 32 KB, else untouched)\n"
+		"            message size above 32 KB, else untouched; scale: %d,\n"
+		"            and SO_SNDBUF of its writers)\n"
 		"  -W SECS   stalled after SECS without progress (3)\n"
 		"  -v        show every bad message\n"
-		"Prints one line of key=value; exit 0 ok, 1 bad/lost/stalled, 2 error.\n",
-		HDR, USER_QLIMIT);
+		"Prints one line of key=value (scale: one per N); exit 0 ok,\n"
+		"1 bad/lost/stalled, 2 error.\n",
+		HDR, USER_QLIMIT, SCALE_TCP_BUF);
 	exit(status);
 }
 
@@ -223,6 +230,24 @@ static enum mode parse_mode(const char *s)
 	return 0;
 }
 
+/* -c: one number, or for scale a comma-separated list. */
+static void parse_conns(const char *s)
+{
+	char *end;
+	long v;
+
+	opt.n_conn_list = 0;
+	do {
+		v = strtol(s, &end, 10);
+		if (end == s || v < 1 || v > SCALE_MAX_CONNS ||
+		    opt.n_conn_list == MAX_CONN_LIST || (*end && *end != ','))
+			help(2);
+		opt.conn_list[opt.n_conn_list++] = v;
+		s = end + 1;
+	} while (*end);
+	opt.conns = opt.conn_list[0];
+}
+
 static void parse_args(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -233,7 +258,7 @@ static void parse_args(int argc, char **argv)
 	};
 	int ch;
 
-	while ((ch = getopt_long(argc, argv, "i:m:P:s:c:k:t:w:n:R:G:S:B:T:W:vh",
+	while ((ch = getopt_long(argc, argv, "i:m:P:s:c:d:k:t:w:n:R:G:S:B:T:W:vh",
 				 longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'i':
@@ -250,7 +275,10 @@ static void parse_args(int argc, char **argv)
 			opt.size = parse_size(optarg);
 			break;
 		case 'c':
-			opt.conns = atoi(optarg);
+			parse_conns(optarg);
+			break;
+		case 'd':
+			opt.dir = parse_mode(optarg);
 			break;
 		case 'k':
 			opt.kcms = atoi(optarg);
@@ -295,6 +323,18 @@ static void parse_args(int argc, char **argv)
 	}
 	if (optind != argc)
 		help(2);
+	if (opt.mode == MODE_SCALE && !opt.n_conn_list) {
+		static const int axis[] = { 1, 10, 100, 1000 };
+
+		memcpy(opt.conn_list, axis, sizeof(axis));
+		opt.n_conn_list = ARRAY_SIZE(axis);
+		opt.conns = axis[0];
+	}
+	if (opt.mode == MODE_SCALE &&
+	    (opt.impl != IMPL_KCM || (opt.dir != MODE_RX && opt.dir != MODE_TX)))
+		help(2);
+	if (opt.mode != MODE_SCALE && opt.n_conn_list > 1)
+		help(2);
 	if (opt.conns < 0)
 		opt.conns = opt.mode == MODE_RR ? 1 : 2;
 	if (opt.kcms < 0)
@@ -308,7 +348,8 @@ static void parse_args(int argc, char **argv)
 	if (opt.kbatch < 1)
 		opt.kbatch = 1;
 	if (opt.size < HDR || opt.size > MAX_SIZE || opt.conns < 1 ||
-	    opt.conns > MAX_CONNS || opt.kcms < 1 || opt.kcms > MAX_KCMS ||
+	    (opt.conns > MAX_CONNS && opt.mode != MODE_SCALE) ||
+	    opt.kcms < 1 || opt.kcms > MAX_KCMS ||
 	    opt.secs <= 0 || opt.stall <= 0 || opt.rcvbuf > INT_MAX / 2 ||
 	    opt.rbatch > 1024 || opt.sbatch > 1024 || opt.kbatch > 4096 ||
 	    (opt.kbatch > 1 && opt.rbatch > 1))
@@ -379,6 +420,8 @@ int main(int argc, char **argv)
 	if (!per_buf)
 		per_buf = 1;
 	pattern_init();
+	if (modes[opt.mode]->run)
+		return modes[opt.mode]->run();
 	conns_alloc(opt.conns);
 	tcp_pairs(opt.conns);
 

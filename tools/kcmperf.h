@@ -7,7 +7,7 @@
  * the TCP stream senders and readers (raw TCP, and the far end of every
  * mode); kcmperf_user.c the user-space framer; kcmperf_report.c the
  * key=value line.  One file per mode: kcmperf_rx.c, kcmperf_tx.c,
- * kcmperf_rr.c.
+ * kcmperf_rr.c, kcmperf_scale.c.
  */
 #ifndef KCMPERF_H
 #define KCMPERF_H
@@ -37,9 +37,12 @@
 #define RESP_FLAG	0x80000000u	/* source of an answer (rr) */
 #define TICK_MS		100		/* how often blocked threads look up */
 #define RCV_SLACK	64		/* a longer message than sent is bad */
+#define SCALE_MAX_CONNS	4096		/* scale: connections on one mux */
+#define MAX_CONN_LIST	8		/* scale: values of -c */
+#define SCALE_TCP_BUF	(32 << 10)	/* scale: default -T */
 
 enum impl { IMPL_KCM, IMPL_USER, IMPL_RAW };
-enum mode { MODE_RX, MODE_TX, MODE_RR, MODE_COUNT };
+enum mode { MODE_RX, MODE_TX, MODE_RR, MODE_SCALE, MODE_COUNT };
 enum parser { PARSER_EBPF, PARSER_CBPF, PARSER_LENFIELD, PARSER_DISTRO };
 
 extern const char * const impl_names[];
@@ -50,9 +53,10 @@ struct perf_mode {
 	const char *name;
 	void (*setup)(void);		/* sockets and threads */
 	int (*report)(bool watchdog);	/* 1: the run failed */
+	int (*run)(void);		/* instead of set-up and timed run */
 };
 
-extern const struct perf_mode mode_rx, mode_tx, mode_rr;
+extern const struct perf_mode mode_rx, mode_tx, mode_rr, mode_scale;
 extern const struct perf_mode *const modes[MODE_COUNT];
 
 struct options {
@@ -60,6 +64,9 @@ struct options {
 	enum mode mode;
 	size_t size;
 	int conns;
+	int conn_list[MAX_CONN_LIST];	/* scale: -c 1,10,100,1000 */
+	int n_conn_list;
+	enum mode dir;			/* scale: MODE_RX or MODE_TX */
 	int kcms;
 	double secs;
 	double warm;
