@@ -388,6 +388,8 @@ void run_timed(double limit)
 
 	if (opt.mode != MODE_RR) {
 		res.stalled = !drain();
+		if (res.stalled && opt.impl == IMPL_KCM)
+			kcm_proc_summary();
 		if (res.stalled)
 			atomic_store(&tx_abort, 1);
 	}

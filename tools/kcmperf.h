@@ -162,6 +162,7 @@ int kcm_parser(void);
 int kcm_socks(void);
 void attach_tcp(int kcm, int tcp, int prog);
 int kcm_mux(const int *tcp, int n);
+void kcm_proc_summary(void);
 
 /* kcmperf_stream.c */
 struct stream_rd {

@@ -169,3 +169,67 @@ int kcm_mux(const int *tcp, int n)
 		close(prog);
 	return first;
 }
+
+/* The count of each status word of the psock lines of /proc/net/kcm. */
+struct kcm_words {
+	char word[16];
+	unsigned long n;
+};
+
+static void kcm_words_add(struct kcm_words *w, int max, const char *s)
+{
+	char word[16];
+	int i, len;
+
+	while (sscanf(s, " %15s%n", word, &len) == 1) {
+		s += len;
+		word[strcspn(word, "-")] = 0;	/* Rsvd-<kcm> */
+		for (i = 0; i < max && w[i].n; i++)
+			if (!strcmp(w[i].word, word))
+				break;
+		if (i == max)
+			continue;
+		snprintf(w[i].word, sizeof(w[i].word), "%s", word);
+		w[i].n++;
+	}
+}
+
+/*
+ * After a stall, what the module says, summed on one line of stderr: the
+ * messages queued on the KCM sockets, what waits in the psocks' TCP
+ * receive queues, and how many psocks show each status word.
+ */
+void kcm_proc_summary(void)
+{
+	unsigned long kcms = 0, kq = 0, psocks = 0, pq = 0;
+	struct kcm_words w[8] = { 0 };
+	unsigned long long v[4];
+	char line[512], name[32];
+	FILE *f = fopen("/proc/net/kcm", "r");
+	int q[4], off, i;
+
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		off = 0;
+		if (sscanf(line, " %31s %llu %llu %llu %llu %d %d %d %d %n",
+			   name, &v[0], &v[1], &v[2], &v[3], &q[0], &q[1],
+			   &q[2], &q[3], &off) < 9 || !off)
+			continue;
+		if (!strncmp(name, "kcm-", 4)) {
+			kcms++;
+			kq += q[0];
+		} else if (!strncmp(name, "psock-", 6)) {
+			psocks++;
+			pq += q[0];
+			kcm_words_add(w, ARRAY_SIZE(w), line + off);
+		}
+	}
+	fclose(f);
+	fprintf(stderr,
+		"# kcmperf: /proc/net/kcm: %lu KCM sockets, %lu messages queued; %lu psocks, %lu skbs in their TCP receive queues; psocks",
+		kcms, kq, psocks, pq);
+	for (i = 0; i < (int)ARRAY_SIZE(w) && w[i].n; i++)
+		fprintf(stderr, " %s=%lu", w[i].word, w[i].n);
+	fputc('\n', stderr);
+}
