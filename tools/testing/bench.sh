@@ -164,6 +164,13 @@ slimit=$(awk -v l="$limit" 'BEGIN { printf "%d", 4 * l + 60 }')
 # SO_RCVBUF is capped by rmem_max: the tuned runs ask for 8 MB
 echo 33554432 >/proc/sys/net/core/rmem_max
 echo 33554432 >/proc/sys/net/core/wmem_max
+# scale-*: 1000 connections' buffers (up to 128 MB) must not put TCP
+# under memory pressure, which drops and retransmits: 4x the default
+# of a 1 GB guest
+# (awk: a shell's read takes /proc a byte at a time, which sysctl files
+# do not serve)
+mem=$(awk '{ printf "%d %d %d", $1 * 4, $2 * 4, $3 * 4 }' /proc/sys/net/ipv4/tcp_mem)
+echo "$mem" >/proc/sys/net/ipv4/tcp_mem
 
 cur=none
 use() {
