@@ -4,10 +4,12 @@
 # make bench: one VM boot in which tools/kcmperf measures our kcm.ko and the
 # distribution's, alternately (A B B A for each configuration: only one
 # module can own AF_KCM at a time, so the guest rmmods one and insmods the
-# other), next to the user-space framer and raw TCP of the same bytes.
-# Ends with a table of medians and the ratios ours/distro, ours/user and
-# ours/raw.  A run whose messages did not all arrive intact, or that
-# stalled, shows as FAIL in its cell, never as a number.
+# other), next to the user-space framer and raw TCP of the same bytes
+# (the user framer in odd rounds, raw TCP in even ones and in an odd last
+# round, so that --rounds 1 has both).  Ends with a table of medians and
+# the ratios ours/distro, ours/user and ours/raw.  A run whose messages
+# did not all arrive intact, or that stalled, shows as FAIL in its cell,
+# never as a number.
 #
 #   bench.sh --module KO [--kver VER] [--distro-module KO]
 #            [--distro-parser P] [--secs S]
@@ -22,7 +24,17 @@
 # readers using recvmmsg(), 16 messages a call); rxb-64 and rxb-512 (rx
 # with our batched receive, KCM_RECV_BATCH 64: ours only, the distro
 # module has no such option); tx-512 (2 KCM sockets send() over 2
-# connections; default buffers only).  Also known: tx-64.
+# connections; default buffers only); txb-64 and txb-512 (tx with the KCM
+# senders using sendmmsg(), 64 messages a call, so MSG_BATCH on all but
+# the last: both modules; the user-space senders write 64 messages a
+# call, raw TCP the same framed stream in 256 KB writes); scale-rx and
+# scale-tx (the connections axis, kcmperf -m scale: 1, 10, 100 and 1000
+# TCP connections attached to one mux of 2 KCM sockets carry 64-byte
+# messages, received by KCM or sent by it; per N the rate, the guest's
+# CPU time per message, the wall time to attach the N connections and to
+# close the KCM sockets (the mux) and then the TCP sockets, and how many
+# connections carried messages: ours and distro only, in a table of
+# their own with the ratio N=1000 / N=1).  Also known: tx-64.
 #
 # The distribution module runs with kcmperf's -P distro parser, which
 # reads the message offset that module keeps in skb->cb: the documented
@@ -116,7 +128,7 @@ install_ko() {
 	esac
 }
 
-default_cfgs="rx-64 rxm-64 rxb-64 rx-512 rxb-512 rx-16K rx-256K rr-64 tx-512"
+default_cfgs="rx-64 rxm-64 rxb-64 rx-512 rxb-512 rx-16K rx-256K rr-64 tx-512 txb-64 txb-512 scale-rx scale-tx"
 all_cfgs="$default_cfgs tx-64"
 cfgs=${only:-$default_cfgs}
 for c in $cfgs; do
@@ -153,10 +165,19 @@ cat >>"$payload/bench-guest.sh" <<'GUEST'
 stall=3
 # kcmperf ends itself (watchdog) well before this
 limit=$(awk -v s="$secs" -v w="$stall" 'BEGIN { printf "%d", s * 1.2 + 2 * w + 30 }')
+# scale-*: four of those, and 1000 connections set up and closed
+slimit=$(awk -v l="$limit" 'BEGIN { printf "%d", 4 * l + 60 }')
 
 # SO_RCVBUF is capped by rmem_max: the tuned runs ask for 8 MB
 echo 33554432 >/proc/sys/net/core/rmem_max
 echo 33554432 >/proc/sys/net/core/wmem_max
+# scale-*: 1000 connections' buffers (up to 128 MB) must not put TCP
+# under memory pressure, which drops and retransmits: 4x the default
+# of a 1 GB guest
+# (awk: a shell's read takes /proc a byte at a time, which sysctl files
+# do not serve)
+mem=$(awk '{ printf "%d %d %d", $1 * 4, $2 * 4, $3 * 4 }' /proc/sys/net/ipv4/tcp_mem)
+echo "$mem" >/proc/sys/net/ipv4/tcp_mem
 
 cur=none
 use() {
@@ -194,6 +215,14 @@ run() {
 		set -- -P "${who#ours-}" "$@"
 		;;
 	esac
+	lim=$limit
+	case $cfg in
+	scale-*)
+		# the connections axis is KCM's own: no baselines
+		case $who in user | raw) return ;; esac
+		lim=$slimit
+		;;
+	esac
 	case $who in
 	ours | ours-* | distro)
 		impl=kcm
@@ -214,11 +243,21 @@ run() {
 		fi
 		;;
 	esac
-	line=$(timeout -s KILL "$limit" ./kcmperf -i "$impl" -t "$secs" \
+	out=$(timeout -s KILL "$lim" ./kcmperf -i "$impl" -t "$secs" \
 		-W "$stall" "$@" 2>/tmp/err)
 	rc=$?
 	sed 's/^/# /; s/^# # /# /' /tmp/err
-	echo "R cfg=$cfg tune=$tune who=$who rc=$rc $line"
+	# a line per kcmperf line (scale prints one per N)
+	if [ -n "$out" ]; then
+		echo "$out" | while IFS= read -r line; do
+			echo "R cfg=$cfg tune=$tune who=$who rc=$rc $line"
+		done
+	fi
+	# no line, or a scale run cut short (rc 0 or 1 end normally)
+	if [ -z "$out" ] || { [ "$rc" != 0 ] && [ "$rc" != 1 ] &&
+		[ "${cfg#scale-}" != "$cfg" ]; }; then
+		echo "R cfg=$cfg tune=$tune who=$who rc=$rc"
+	fi
 }
 
 echo "# bench: kernel $(uname -r), $(nproc) CPUs, ${secs}s per run, $rounds rounds"
@@ -229,10 +268,13 @@ for cfg in $cfgs; do
 	rxb-*) args="-m rx -s ${cfg#rxb-} -c 2 -k 2" ;;
 	rr-*) args="-m rr -s ${cfg#rr-} -c 1 -k 1" ;;
 	tx-*) args="-m tx -s ${cfg#tx-} -c 2 -k 2" ;;
+	txb-*) args="-m tx -s ${cfg#txb-} -c 2 -k 2 -S 64" ;;
+	scale-*) args="-m scale -d ${cfg#scale-} -c 1,10,100,1000 -k 2 -s 64" ;;
 	esac
 	tunes="default tuned"
 	case $cfg in
-	tx-*) tunes=default ;; # SO_RCVBUF of a KCM socket plays no part
+	tx-* | txb-*) tunes=default ;; # SO_RCVBUF of a KCM socket plays no part
+	scale-*) tunes=default ;;
 	esac
 	for tune in $tunes; do
 		tuning=
@@ -241,6 +283,8 @@ for cfg in $cfgs; do
 		while [ $r -le "$rounds" ]; do
 			if [ $((r % 2)) = 1 ]; then
 				set -- ours user distro
+				# an odd last round: raw TCP runs in it too
+				[ "$r" = "$rounds" ] && set -- "$@" raw
 			else
 				set -- distro raw ours
 			fi
@@ -324,6 +368,8 @@ function ratio(a, b) {
 	if (a == "" || b == "" || b == 0) return "-"
 	return sprintf("%.2f", a / b)
 }
+# the connections axis has a table of its own (below)
+/^R cfg=scale-/ { next }
 /^R / {
 	delete f
 	for (i = 2; i <= NF; i++) {
@@ -366,6 +412,7 @@ function ratio(a, b) {
 	}
 }
 END {
+	if (!nrows) exit
 	names[1] = "msg/s"; rrn[1] = "req/s"; rrn[2] = "p50 us"
 	rrn[3] = "p99 us"; rrn[4] = "p99.9 us"
 	fmt_row = "%-8s %-7s %-8s %-23s %-23s %-23s %-23s %6s %6s %6s %9s\n"
@@ -418,7 +465,132 @@ END {
 			       ratio(cellv(r, "ours-lenfield"), e)
 		}
 	}
-}' "$out/results.txt" | tee "$out/table.txt"
+}' "$out/results.txt" >"$out/table.txt"
+
+# The connections axis: per configuration and module, one column per N.
+awk '
+function fmt(v) {
+	if (v >= 1e7) return sprintf("%.1fM", v / 1e6)
+	if (v >= 1e6) return sprintf("%.2fM", v / 1e6)
+	if (v >= 1e4) return sprintf("%.0fk", v / 1e3)
+	if (v >= 1e3) return sprintf("%.1fk", v / 1e3)
+	return sprintf("%.0f", v)
+}
+function median(key,    n, i, j, t, a) {
+	n = nv[key]
+	for (i = 1; i <= n; i++) a[i] = val[key, i]
+	for (i = 2; i <= n; i++)
+		for (j = i; j > 1 && a[j - 1] > a[j]; j--) {
+			t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
+		}
+	if (n % 2) return a[(n + 1) / 2]
+	return (a[n / 2] + a[n / 2 + 1]) / 2
+}
+# the median of metric m of (cfg, who) at n connections, or ""
+function cellv(cw, n, m,    k) {
+	k = cw SUBSEP n
+	if (fails[k] || !nv[k SUBSEP m]) return ""
+	return median(k SUBSEP m)
+}
+function celltext(cw, n, m,    k, v, t) {
+	k = cw SUBSEP n
+	if (!runs[k]) return runfail[cw] != "" ? "FAIL " runfail[cw] : "-"
+	if (fails[k]) {
+		t = "FAIL"
+		if (fails[k] < runs[k]) t = t sprintf(" %d/%d", fails[k], runs[k])
+		return t " " why[k]
+	}
+	v = cellv(cw, n, m)
+	if (v == "") return "-"
+	return m == 2 || m == 6 ? sprintf("%d", v) : fmt(v)
+}
+function ratio(a, b) {
+	if (a == "" || b == "" || b == 0) return "-"
+	return sprintf("%.2f", a / b)
+}
+BEGIN {
+	nm = split("msgs_per_s cpu_ns_per_msg attach_us close_kcm_us close_tcp_us conns_used conn_msgs_min conn_msgs_max", key, " ")
+	split("msg/s|cpu ns/msg|attach us|close kcm us|close tcp us|conns used|msgs/conn min|msgs/conn max", label, "|")
+}
+/^R cfg=scale-/ {
+	delete f
+	for (i = 2; i <= NF; i++) {
+		k = $i; sub(/=.*/, "", k)
+		v = $i; sub(/^[^=]*=/, "", v)
+		f[k] = v
+	}
+	c = f["cfg"]; w = f["who"]; cw = c SUBSEP w
+	if (!(c in seenc)) { seenc[c] = 1; cfgs[++ncfg] = c }
+	if (!(cw in seenw)) { seenw[cw] = 1; whos[c, ++nw[c]] = w }
+	if (f["conns"] == "") {
+		# no line for a phase: the run ended early
+		t = "rc=" f["rc"]
+		if (f["rc"] == "nomod") t = "no module"
+		else if (f["rc"] == 137) t = "killed"
+		if (runfail[cw] == "") runfail[cw] = t
+		next
+	}
+	n = f["conns"] + 0
+	if (!(n in seenn)) { seenn[n] = 1; ns[++nn] = n }
+	k = cw SUBSEP n
+	runs[k]++
+	if (f["result"] != "ok") {
+		fails[k]++
+		t = "lost=" f["lost"]
+		if (f["bad"] + 0 > 0) t = "bad=" f["bad"]
+		else if (f["stalled"] + 0 == 1) t = "stalled"
+		if (f["err"] ~ /^-?E/) t = t " " f["err"]
+		if (why[k] == "") why[k] = t
+		next
+	}
+	for (m = 1; m <= nm; m++)
+		if (f[key[m]] != "") val[k SUBSEP m, ++nv[k SUBSEP m]] = f[key[m]] + 0
+}
+END {
+	if (!ncfg) exit
+	for (i = 2; i <= nn; i++)
+		for (j = i; j > 1 && ns[j - 1] > ns[j]; j--) {
+			t = ns[j]; ns[j] = ns[j - 1]; ns[j - 1] = t
+		}
+	print ""
+	print "Connections: 64 B messages over N TCP connections on one mux of 2 KCM"
+	print "sockets (scale-rx: KCM receives; scale-tx: KCM sends, the peers read):"
+	hdr = sprintf("%-8s %-7s %-13s", "config", "who", "metric")
+	for (i = 1; i <= nn; i++) hdr = hdr sprintf(" %-14s", "N=" ns[i])
+	print hdr sprintf(" %8s", "N" ns[nn] "/N" ns[1])
+	for (c = 1; c <= ncfg; c++) {
+		cfg = cfgs[c]
+		for (x = 1; x <= nw[cfg]; x++) {
+			w = whos[cfg, x]; cw = cfg SUBSEP w
+			for (m = 1; m <= nm; m++) {
+				line = sprintf("%-8s %-7s %-13s", cfg, w, label[m])
+				for (i = 1; i <= nn; i++)
+					line = line sprintf(" %-14s", celltext(cw, ns[i], m))
+				print line sprintf(" %8s", ratio(cellv(cw, ns[nn], m),
+								   cellv(cw, ns[1], m)))
+			}
+		}
+		# ours against the distribution module, N by N
+		if (!((cfg SUBSEP "ours") in seenw) || !((cfg SUBSEP "distro") in seenw))
+			continue
+		for (m = 1; m <= 5; m++) {
+			line = sprintf("%-8s %-7s %-13s", cfg, "o/dist", label[m])
+			for (i = 1; i <= nn; i++)
+				line = line sprintf(" %-14s",
+					ratio(cellv(cfg SUBSEP "ours", ns[i], m),
+					      cellv(cfg SUBSEP "distro", ns[i], m)))
+			print line sprintf(" %8s", "-")
+		}
+	}
+	print ""
+	print "cpu ns/msg: CPU time of the whole guest (/proc/stat busy, softirqs"
+	print "included) over the messages of the window; close kcm: closing the"
+	print "KCM sockets, the last of which takes the mux and its psocks down;"
+	print "close tcp: then closing the N TCP sockets.  msgs/conn: messages"
+	print "each connection carried over the run.  o/dist: ours/distro (above"
+	print "1 is better for msg/s, below 1 for the rest)."
+}' "$out/results.txt" >>"$out/table.txt"
+cat "$out/table.txt"
 
 status=0
 if [ "$vm_rc" = 2 ] || [ "$vm_rc" = 3 ]; then

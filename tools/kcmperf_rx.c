@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kcmperf -m rx: N loopback TCP connections feed one mux with M KCM
+ * sockets, each read by a thread of its own (recv(), recvmmsg() with -R,
+ * our KCM_RECV_BATCH with -G); a stream sender per connection writes many
+ * messages per write(), so that the sender is not what is measured.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/kcm.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "kcmperf.h"
+
+/* The KCM_MSG_LENS control message of @mh: its lengths, or NULL. */
+static const uint32_t *batch_lens(struct msghdr *mh, unsigned int *n)
+{
+	struct cmsghdr *cm;
+
+	for (cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
+		if (cm->cmsg_level != SOL_KCM || cm->cmsg_type != KCM_MSG_LENS)
+			continue;
+		*n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(uint32_t);
+		return (const uint32_t *)CMSG_DATA(cm);
+	}
+	return NULL;
+}
+
+/*
+ * KCM socket kfd[@idx] with KCM_RECV_BATCH (-G): each recvmsg() returns
+ * up to opt.kbatch whole messages back to back; KCM_MSG_LENS splits them.
+ * The lengths must account for every byte returned.
+ */
+static void *kcm_batch_reader(void *arg)
+{
+	long idx = (long)arg;
+	struct counter *c = &rxc[idx];
+	int fd = kfd[idx], nb = opt.kbatch;
+	size_t cap = (size_t)nb * (opt.size + RCV_SLACK), ctl_len;
+	struct checker *ck = checker_new(opt.conns, "kcm-%d", idx);
+	unsigned long ok = 0, bad = 0;
+	const uint32_t *lens;
+	unsigned int n, i;
+	struct msghdr mh;
+	struct iovec iov;
+	size_t off;
+	char *buf, *ctl;
+	long s;
+
+	ctl_len = CMSG_SPACE(nb * sizeof(uint32_t));
+	buf = malloc(cap);
+	ctl = malloc(ctl_len);
+	if (!buf || !ctl)
+		die("out of memory");
+	set_int(fd, SOL_KCM, KCM_RECV_BATCH, nb);
+	set_timeo(fd, SO_RCVTIMEO, TICK_MS / 1000.0);
+	set_timeo(fd, SO_SNDTIMEO, TICK_MS / 1000.0);
+	while (!atomic_load_explicit(&rx_stop, memory_order_relaxed)) {
+		iov.iov_base = buf;
+		iov.iov_len = cap;
+		memset(&mh, 0, sizeof(mh));
+		mh.msg_iov = &iov;
+		mh.msg_iovlen = 1;
+		mh.msg_control = ctl;
+		mh.msg_controllen = ctl_len;
+		s = recvmsg(fd, &mh, 0);
+		if (s < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				continue;
+			note_err(errno);
+			break;
+		}
+		if (!s) {
+			note_err(EPIPE);
+			break;
+		}
+		lens = batch_lens(&mh, &n);
+		if (!lens || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+			show_bad(ck, buf, s, lens ? "truncated batch" : "no KCM_MSG_LENS");
+			count(c, &ok, &bad, -1);
+			continue;
+		}
+		for (i = 0, off = 0; i < n && off + lens[i] <= (size_t)s; i++) {
+			long r = msg_check(ck, buf + off, lens[i], 0);
+
+			count(c, &ok, &bad, r);
+			if (r >= 0 && opt.mode == MODE_RR)
+				kcm_answer(fd, buf + off);
+			off += lens[i];
+		}
+		if (i != n || off != (size_t)s) {
+			show_bad(ck, buf, s, "lengths do not add up");
+			count(c, &ok, &bad, -1);
+		}
+	}
+	atomic_store(&c->done, 1);
+	free(ctl);
+	free(buf);
+	return NULL;
+}
+
+/* KCM socket kfd[@idx]: recv() or recvmmsg() whole messages; rr: answer. */
+void *kcm_reader(void *arg)
+{
+	long idx = (long)arg;
+	struct counter *c = &rxc[idx];
+	int fd = kfd[idx], nb = opt.rbatch, i, n;
+	size_t cap = opt.size + RCV_SLACK;
+	struct checker *ck = checker_new(opt.conns, "kcm-%d", idx);
+	char *buf = malloc(nb * cap);
+	struct mmsghdr *mm = calloc(nb, sizeof(*mm));
+	struct iovec *iov = calloc(nb, sizeof(*iov));
+	unsigned long ok = 0, bad = 0;
+	long s;
+
+	if (opt.kbatch > 1)
+		return kcm_batch_reader(arg);
+	if (!buf || !mm || !iov)
+		die("out of memory");
+	set_timeo(fd, SO_RCVTIMEO, TICK_MS / 1000.0);
+	set_timeo(fd, SO_SNDTIMEO, TICK_MS / 1000.0);
+	for (i = 0; i < nb; i++) {
+		iov[i].iov_base = buf + i * cap;
+		iov[i].iov_len = cap;
+		mm[i].msg_hdr.msg_iov = &iov[i];
+		mm[i].msg_hdr.msg_iovlen = 1;
+	}
+	while (!atomic_load_explicit(&rx_stop, memory_order_relaxed)) {
+		if (nb == 1) {
+			mm[0].msg_hdr.msg_flags = 0;
+			s = recvmsg(fd, &mm[0].msg_hdr, 0);
+			if (s >= 0)
+				mm[0].msg_len = s;
+			n = s < 0 ? -1 : 1;
+		} else {
+			n = recvmmsg(fd, mm, nb, MSG_WAITFORONE, NULL);
+		}
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				continue;
+			note_err(errno);
+			break;
+		}
+		for (i = 0; i < n; i++) {
+			char *p = iov[i].iov_base;
+
+			s = -1;
+			if (mm[i].msg_hdr.msg_flags & MSG_TRUNC)
+				show_bad(ck, p, mm[i].msg_len, "truncated");
+			else
+				s = msg_check(ck, p, mm[i].msg_len, 0);
+			count(c, &ok, &bad, s);
+			if (s >= 0 && opt.mode == MODE_RR)
+				kcm_answer(fd, p);
+		}
+		if (!n) {
+			note_err(EPIPE);
+			break;
+		}
+	}
+	atomic_store(&c->done, 1);
+	free(iov);
+	free(mm);
+	free(buf);
+	return NULL;
+}
+
+static void setup_rx(void)
+{
+	static struct stream_rd rd[MAX_CONNS];
+	long i;
+
+	for (i = 0; i < opt.conns; i++)
+		tcp_rcvbuf(local[i]);
+	switch (opt.impl) {
+	case IMPL_KCM:
+		kcm_mux(local, opt.conns);
+		for (i = 0; i < n_kfd; i++)
+			spawn(kcm_reader, (void *)i);
+		n_rx = n_kfd;
+		break;
+	case IMPL_USER:
+		user_framer();
+		break;
+	case IMPL_RAW:
+		for (i = 0; i < opt.conns; i++) {
+			rd[i] = (struct stream_rd){ .fd = local[i], .idx = i,
+						    .nsrc = opt.conns };
+			spawn(stream_reader, &rd[i]);
+		}
+		n_rx = opt.conns;
+		break;
+	}
+	for (i = 0; i < opt.conns; i++)
+		spawn(stream_sender, (void *)i);
+	n_tx = opt.conns;
+}
+
+const struct perf_mode mode_rx = {
+	.name = "rx",
+	.setup = setup_rx,
+	.report = report_stream,
+};
