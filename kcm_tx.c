@@ -12,7 +12,9 @@
  * undoes everything the failing call added.  Pieces up to KCM_TX_LINEAR
  * bytes are carved from a per-socket page fragment cache and handed to
  * TCP by reference, so a small message is copied once and costs no
- * kmalloc().  Spliced pages join the message by reference.
+ * kmalloc().  Small whole messages of a batch share one such skb, a pack
+ * (see "packs of small messages" below).  Spliced pages join the message
+ * by reference.
  *
  * Writing
  * -------
@@ -76,6 +78,12 @@
 #define KCM_TX_LINEAR		(2048)
 /* Largest message. */
 #define KCM_TX_MAX_MSG		(64 << 20)
+/* Room for data of a pack of small messages sent in a batch. */
+#define KCM_TX_PACK_ROOM	4096
+/* Messages up to this size join packs. */
+#define KCM_TX_PACK_MSG		1024
+/* Most messages in one pack: their lengths are in its headroom. */
+#define KCM_TX_PACK_MAX		64
 /* Retry delay when TCP could not allocate memory. */
 #define KCM_TX_RETRY		(HZ / 10)
 /* Bytes a socket writes before it lets a waiting socket have its psock. */
@@ -379,6 +387,151 @@ static void kcm_tx_maybe_yield(struct kcm_sock *kcm)
 	kcm->tx_sent = 0;
 }
 
+/* ---- packs of small messages -------------------------------------------- */
+
+/*
+ * Small whole messages sent in a batch (sendmmsg(), MSG_BATCH) share one
+ * skb, a pack: their bytes back to back in its linear data, their lengths
+ * in its headroom.  A pack costs one allocation and, written to TCP, one
+ * or two page segments however many messages it holds.  It is a unit of
+ * the queue like a message (written whole to one psock, never
+ * interleaved), except where a write stops part way: the messages it had
+ * written whole are sent, and only the rest is sent again elsewhere or
+ * dropped.
+ */
+
+/* The lengths of the messages of a pack, in the headroom of its skb. */
+static u16 *kcm_tx_pack_lens(struct sk_buff *skb)
+{
+	return (u16 *)skb->head;
+}
+
+/* Context: lock_sock(kcm) held.  @n more (or fewer) messages queued. */
+static void kcm_tx_queued_add(struct kcm_sock *kcm, int n)
+{
+	WRITE_ONCE(kcm->tx_queued, kcm->tx_queued + n);
+}
+
+/*
+ * May a whole message of @len bytes, addressed as @to, join @skb, the
+ * last skb of the write queue?
+ *
+ * Context: lock_sock(kcm) held.
+ */
+static bool kcm_tx_pack_fits(struct sk_buff *skb, size_t len,
+			     const struct kcm_tx_msg *to)
+{
+	const struct kcm_tx_msg *txm;
+
+	if (!skb)
+		return false;
+	txm = kcm_tx_msg(skb);
+	return txm->pack && !txm->retried && txm->nmsgs < KCM_TX_PACK_MAX &&
+	       skb_tailroom(skb) >= len && txm->directed == to->directed &&
+	       (!to->directed || txm->conn_id == to->conn_id);
+}
+
+/*
+ * An empty pack addressed as @to, charged to the socket.  Its head comes
+ * from the socket's page fragment cache, so TCP takes it by reference.
+ *
+ * Context: lock_sock(kcm) held, process context.
+ */
+static struct sk_buff *kcm_tx_pack_new(struct kcm_sock *kcm,
+				       const struct kcm_tx_msg *to)
+{
+	unsigned int lsize = KCM_TX_PACK_MAX * sizeof(u16);
+	struct kcm_tx_msg *txm;
+	struct sk_buff *skb;
+
+	skb = kcm_frag_skb(&kcm->tx_frag, lsize + KCM_TX_PACK_ROOM,
+			   GFP_KERNEL);
+	if (!skb)
+		return NULL;
+	skb_reserve(skb, lsize);
+	txm = kcm_tx_msg(skb);
+	memset(skb->cb, 0, sizeof(skb->cb));
+	txm->conn_id = to->conn_id;
+	txm->directed = to->directed;
+	txm->pack = true;
+	skb_set_owner_w(skb, &kcm->sk);
+	return skb;
+}
+
+/*
+ * A whole small message joins the pack last in the write queue or, in a
+ * batch (MSG_BATCH: more follow), starts a new one.
+ *
+ * Context: lock_sock(kcm) held, process context.
+ * Return: 1 when the message is queued so, 0 when it does not go in a
+ * pack, or -ENOMEM / -EFAULT with nothing added.
+ */
+static int kcm_tx_pack_add(struct kcm_sock *kcm, struct msghdr *msg,
+			   size_t len, const struct kcm_tx_msg *to)
+{
+	struct sk_buff_head *queue = &kcm->sk.sk_write_queue;
+	struct sk_buff *skb = skb_peek_tail(queue);
+	struct kcm_tx_msg *txm;
+	bool fresh = false;
+
+	if (len > KCM_TX_PACK_MSG || kcm->tx_partial)
+		return 0;
+	if (!kcm_tx_pack_fits(skb, len, to)) {
+		if (!(msg->msg_flags & MSG_BATCH))
+			return 0;
+		skb = kcm_tx_pack_new(kcm, to);
+		if (!skb)
+			return -ENOMEM;
+		fresh = true;
+	}
+	if (!copy_from_iter_full(skb_tail_pointer(skb), len,
+				 &msg->msg_iter)) {
+		if (fresh)
+			kfree_skb(skb);
+		return -EFAULT;
+	}
+	skb_put(skb, len);
+	txm = kcm_tx_msg(skb);
+	kcm_tx_pack_lens(skb)[txm->nmsgs++] = len;
+	if (fresh)
+		__skb_queue_tail(queue, skb);
+	kcm_tx_queued_add(kcm, 1);
+	return 1;
+}
+
+/*
+ * @skb, at the head of the queue, was written up to kcm->tx_offset on
+ * @psock, which it now leaves.  For a pack, the messages written whole
+ * are sent (counted, and taken out of it) and it goes on from the first
+ * one that was not.
+ *
+ * Context: lock_sock(kcm) held.
+ */
+static void kcm_tx_pack_trim_sent(struct kcm_sock *kcm,
+				  struct kcm_psock *psock, struct sk_buff *skb)
+{
+	struct kcm_tx_msg *txm = kcm_tx_msg(skb);
+	u16 *lens = kcm_tx_pack_lens(skb);
+	unsigned int n = 0, bytes = 0;
+
+	sock_owned_by_me(&kcm->sk);
+	if (!txm->pack)
+		return;
+	while (n < txm->nmsgs && bytes + lens[n] <= kcm->tx_offset)
+		bytes += lens[n++];
+	if (!n)
+		return;
+	kcm_stat_add(&kcm->stats.tx_msgs, n);
+	kcm_stat_add(&kcm->stats.tx_bytes, bytes);
+	kcm_stat_add(&psock->stats.tx_msgs, n);
+	kcm_stat_add(&psock->stats.tx_bytes, bytes);
+	__skb_pull(skb, bytes);
+	memmove(lens, lens + n, (txm->nmsgs - n) * sizeof(u16));
+	txm->nmsgs -= n;
+	kcm->tx_offset -= bytes;
+	kcm_tx_queued_add(kcm, -(int)n);
+}
+
 /* ---- writing to TCP ---------------------------------------------------- */
 
 /*
@@ -582,6 +735,7 @@ static void kcm_tx_done(struct kcm_sock *kcm, struct kcm_psock *psock,
 			struct sk_buff *skb)
 {
 	struct kcm_mux *mux = kcm->mux;
+	unsigned int n;
 
 	if (unlikely(kcm_tx_msg(skb)->retried)) {
 		spin_lock_bh(&mux->lock);
@@ -590,9 +744,11 @@ static void kcm_tx_done(struct kcm_sock *kcm, struct kcm_psock *psock,
 	}
 	__skb_unlink(skb, &kcm->sk.sk_write_queue);
 	kcm->tx_offset = 0;
-	kcm_stat_add(&kcm->stats.tx_msgs, 1);
+	n = kcm_tx_nmsgs(skb);
+	kcm_tx_queued_add(kcm, -(int)n);
+	kcm_stat_add(&kcm->stats.tx_msgs, n);
 	kcm_stat_add(&kcm->stats.tx_bytes, skb->len);
-	kcm_stat_add(&psock->stats.tx_msgs, 1);
+	kcm_stat_add(&psock->stats.tx_msgs, n);
 	kcm_stat_add(&psock->stats.tx_bytes, skb->len);
 	consume_skb(skb);
 }
@@ -694,6 +850,7 @@ static void kcm_tx_fail(struct kcm_sock *kcm, struct kcm_psock *psock,
 	kcm->tx_sent = 0;
 	kcm_stat_add(&psock->stats.unreserved, 1);
 	spin_unlock_bh(&mux->lock);
+	kcm_tx_pack_trim_sent(kcm, psock, skb);
 	kcm->tx_offset = 0;
 	if (!kcm_tx_msg(skb)->directed)
 		kcm_tx_msg(skb)->retried = true;
@@ -721,9 +878,10 @@ static void kcm_tx_drop_conn(struct kcm_sock *kcm, u32 id, int err)
 		if (!kcm_tx_msg(skb)->directed || kcm_tx_msg(skb)->conn_id != id)
 			continue;
 		__skb_unlink(skb, queue);
+		dropped += kcm_tx_nmsgs(skb);
 		kfree_skb(skb);
-		dropped++;
 	}
+	kcm_tx_queued_add(kcm, -(int)dropped);
 	spin_lock_bh(&mux->lock);
 	mux->mstats.tx_dropped += dropped;
 	spin_unlock_bh(&mux->lock);
@@ -906,7 +1064,10 @@ static void __kcm_tx_abort_head(struct kcm_sock *kcm, struct kcm_psock *psock)
 	sock_owned_by_me(&kcm->sk);
 	lockdep_assert_held(&kcm->mux->lock);
 	kcm_stat_add(&psock->stats.tx_aborts, 1);
-	if (skb && !kcm_tx_msg(skb)->directed)
+	if (!skb)
+		return;
+	kcm_tx_pack_trim_sent(kcm, psock, skb);
+	if (!kcm_tx_msg(skb)->directed)
 		kcm_tx_msg(skb)->retried = true;
 }
 
@@ -1121,6 +1282,7 @@ static void kcm_tx_end(struct kcm_sock *kcm)
 
 	__skb_queue_tail(&kcm->sk.sk_write_queue, kcm->tx_partial);
 	kcm->tx_partial = NULL;
+	kcm_tx_queued_add(kcm, 1);
 }
 
 /*
@@ -1246,8 +1408,8 @@ int kcm_tx_sendmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	struct sock *sk = sock->sk;
 	struct kcm_sock *kcm = kcm_sk(sk);
 	int flags = msg->msg_flags;
+	bool eor, packed = false;
 	struct kcm_tx_msg to;
-	bool eor;
 	long timeo;
 	int err;
 
@@ -1267,14 +1429,21 @@ int kcm_tx_sendmsg(struct socket *sock, struct msghdr *msg, size_t len,
 		err = kcm_conn_tx_cmsg(kcm, msg, &to);
 	if (!err && len)
 		err = kcm_tx_wait_room(kcm, len, &timeo);
-	if (!err && len)
+	if (!err && len && eor && !splice) {
+		err = kcm_tx_pack_add(kcm, msg, len, &to);
+		packed = err > 0;
+		err = min(err, 0);
+	}
+	if (!err && len && !packed)
 		err = kcm_tx_add(kcm, msg, len, splice);
 	if (err)
 		goto out;
 
-	kcm_conn_tx_set(kcm, &to);
-	if (eor)
-		kcm_tx_end(kcm);
+	if (!packed) {
+		kcm_conn_tx_set(kcm, &to);
+		if (eor)
+			kcm_tx_end(kcm);
+	}
 	err = len;
 out:
 	kcm_tx_call_end(kcm, flags, eor && err >= 0, err < 0);
@@ -1310,19 +1479,32 @@ void kcm_sock_tx_init(struct kcm_sock *kcm)
 
 /*
  * A closing socket's half-written message is finished by the psock, so
- * that the connection never carries a torn message.
+ * that the connection never carries a torn message.  Of a pack, that is
+ * the message being written; those after it are dropped.
  *
  * Context: lock_sock(kcm) and mux->lock held.
+ * Return: the messages dropped.
  */
-static void __kcm_tx_orphan(struct kcm_sock *kcm, struct kcm_psock *psock)
+static unsigned int __kcm_tx_orphan(struct kcm_sock *kcm,
+				    struct kcm_psock *psock)
 {
 	struct sk_buff *skb = __skb_dequeue(&kcm->sk.sk_write_queue);
+	struct kcm_tx_msg *txm = kcm_tx_msg(skb);
+	unsigned int dropped = 0;
 
+	kcm_tx_pack_trim_sent(kcm, psock, skb);
+	if (txm->pack && txm->nmsgs > 1) {
+		dropped = txm->nmsgs - 1;
+		__skb_trim(skb, kcm_tx_pack_lens(skb)[0]);
+		txm->nmsgs = 1;
+	}
+	kcm_tx_queued_add(kcm, -(int)(kcm_tx_nmsgs(skb) + dropped));
 	skb_orphan(skb);
 	psock->tx_orphan = skb;
 	psock->tx_orphan_off = kcm->tx_offset;
 	kcm->tx_offset = 0;
 	queue_work(system_wq, &psock->tx_work);
+	return dropped;
 }
 
 /**
@@ -1339,7 +1521,7 @@ void kcm_tx_sock_leave(struct kcm_sock *kcm)
 	struct sock *sk = &kcm->sk;
 	struct kcm_mux *mux = kcm->mux;
 	struct kcm_psock *psock;
-	unsigned int dropped;
+	unsigned int dropped = 0;
 
 	sock_owned_by_me(sk);
 	kcm->tx_closing = true;
@@ -1351,18 +1533,19 @@ void kcm_tx_sock_leave(struct kcm_sock *kcm)
 	}
 	psock = kcm->tx_psock;
 	if (psock && kcm->tx_offset) {
-		__kcm_tx_orphan(kcm, psock);
+		dropped = __kcm_tx_orphan(kcm, psock);
 		WRITE_ONCE(kcm->tx_psock, NULL);
 		WRITE_ONCE(kcm->tx_idle_hold, false);
 		psock->tx_kcm = NULL;
 		kcm_stat_add(&psock->stats.unreserved, 1);
 	}
 	__kcm_tx_unreserve(kcm);
-	dropped = skb_queue_len(&sk->sk_write_queue) + !!kcm->tx_partial;
+	dropped += kcm->tx_queued + !!kcm->tx_partial;
 	mux->mstats.tx_dropped += dropped;
 	spin_unlock_bh(&mux->lock);
 
 	__skb_queue_purge(&sk->sk_write_queue);
+	WRITE_ONCE(kcm->tx_queued, 0);
 	kfree_skb(kcm->tx_partial);
 	kcm->tx_partial = NULL;
 	kcm_frag_cache_drain(&kcm->tx_frag);

@@ -80,7 +80,7 @@ static void __kcm_seq_sock(struct seq_file *seq, struct kcm_sock *kcm)
 		   READ_ONCE(kcm->stats.tx_bytes),
 		   kcm_rx_queued(sk),
 		   sk_rmem_alloc_get(sk),
-		   skb_queue_len_lockless(&sk->sk_write_queue),
+		   READ_ONCE(kcm->tx_queued),
 		   sk_wmem_alloc_get(sk),
 		   READ_ONCE(kcm->rx_ready) ? "RxWait " : "");
 }
@@ -238,7 +238,7 @@ static void __kcm_ext_sock(struct seq_file *seq, struct kcm_sock *kcm)
 	seq_printf(seq, " recv_q=%u rmem=%d send_q=%u smem=%d",
 		   kcm_rx_queued(sk),
 		   sk_rmem_alloc_get(sk),
-		   skb_queue_len_lockless(&sk->sk_write_queue),
+		   READ_ONCE(kcm->tx_queued),
 		   sk_wmem_alloc_get(sk));
 	if (kcm->tx_psock)
 		seq_printf(seq, " psock=%u", kcm->tx_psock->index);

@@ -629,6 +629,105 @@ TEST(request_response)
 	close(kcm);
 }
 
+/*
+ * A sendmmsg() of small messages goes out in packs (several messages per
+ * skb): more than one pack's worth, every message whole and in order,
+ * and /proc counts messages, not packs.
+ */
+TEST(send_batch_packs)
+{
+	struct kcm_proc_obj obj[4];
+	int peer, local, kcm, i;
+
+	kcm_enter_netns();
+	kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+	for (i = 0; i < 3; i++) {
+		mm_build(MM_MAX, 100 + i * 60, i * MM_MAX);
+		ASSERT_EQ(sendmmsg(kcm, mm, MM_MAX, 0), MM_MAX);
+	}
+	expect_msgs(peer, 0, 3 * MM_MAX);
+	ASSERT_EQ(kcm_proc_objs(obj, ARRAY_SIZE(obj)), 2);
+	for (i = 0; i < 2; i++) {
+		EXPECT_EQ(obj[i].tx_msgs, 3 * MM_MAX);
+		EXPECT_EQ(obj[i].tx_bytes,
+			  MM_MAX * (3 * KCM_HDR + 100 + 160 + 220));
+	}
+	close(kcm);
+}
+
+/*
+ * Reads whole messages from @fd until it has been quiet for a while,
+ * marking their seqs in @seen; a torn message at the end is left.
+ * Returns the number read, or -1 for a seq seen twice, out of order or
+ * out of range.
+ */
+static int read_marking(int fd, unsigned char *seen, uint32_t n)
+{
+	long seq, last = -1;
+	int got = 0;
+
+	kcm_set_timeo(fd, SO_RCVTIMEO, 1000);
+	while ((seq = tcp_read_msg(fd, sbuf, sizeof(sbuf))) >= 0) {
+		if (seq >= n || seen[seq] || seq <= last)
+			return -1;
+		seen[seq] = 1;
+		last = seq;
+		got++;
+	}
+	return got;
+}
+
+/*
+ * Unattach the psock a pack is partly written to: the messages of the
+ * pack it had written whole are sent, not sent again; the rest go out on
+ * the other psock.  Every message arrives exactly once, in order on each
+ * connection.
+ */
+TEST(send_unattach_pack_midway)
+{
+	int kcm, prog = kcm_parser_len4();
+	int pa, la, pb, lb, size = 16384, ga, gb;
+	uint32_t sent = 0, i;
+	unsigned char *seen;
+	struct kcm_stats st;
+	int n;
+
+	kcm_enter_netns();
+	kcm = kcm_socket(SOCK_DGRAM);
+	ASSERT_OK(kcm_tcp_pair(&pa, &la));
+	ASSERT_OK(kcm_tcp_pair(&pb, &lb));
+	ASSERT_OK(setsockopt(la, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size)));
+	ASSERT_OK(setsockopt(pa, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size)));
+	ASSERT_OK(kcm_attach(kcm, la, prog));
+	/* The peer does not read: batches queue up behind a full TCP. */
+	for (;;) {
+		mm_build(MM_MAX, 197, sent);
+		n = sendmmsg(kcm, mm, MM_MAX, MSG_DONTWAIT);
+		if (n < 0)
+			break;
+		sent += n;
+		ASSERT_LT(sent, 1 << 16);
+	}
+	ASSERT_EQ(errno, EAGAIN);
+	ASSERT_OK(kcm_attach(kcm, lb, prog));
+	ASSERT_OK(kcm_unattach(kcm, la));
+	seen = calloc(sent, 1);
+	ASSERT_NE(seen, NULL);
+	ga = read_marking(pa, seen, sent);
+	gb = read_marking(pb, seen, sent);
+	TH_LOG("%u sent: %d on the first connection, %d on the second",
+	       sent, ga, gb);
+	ASSERT_GE(ga, 0);
+	ASSERT_GE(gb, 0);
+	ASSERT_EQ(ga + gb, (int)sent);
+	for (i = 0; i < sent; i++)
+		ASSERT_EQ(seen[i], 1);
+	ASSERT_OK(kcm_stats_read(&st));
+	EXPECT_EQ(st.mux[KS_UNATTACH_RSVD], 1);
+	close(kcm);
+	free(seen);
+}
+
 /* /proc counts what was sent, per socket and per psock. */
 TEST(proc_counts_tx)
 {

@@ -463,17 +463,29 @@ static inline unsigned int kcm_rx_left(struct sk_buff *skb)
  * @directed: sent with a KCM_CONN_ID control message
  * @retried: its transmission on a psock failed or was cut short by an
  *	unattach, and it is being sent again from the start on another
+ * @pack: the skb is a pack: @nmsgs small messages back to back in its
+ *	linear data, their lengths a u16 array at skb->head
+ *	(kcm_tx_pack_lens()); more may join while it is last in the queue
+ * @nmsgs: messages in a pack
  */
 struct kcm_tx_msg {
 	u32 conn_id;
 	bool directed;
 	bool retried;
+	bool pack;
+	u16 nmsgs;
 };
 
 static inline struct kcm_tx_msg *kcm_tx_msg(struct sk_buff *skb)
 {
 	BUILD_BUG_ON(sizeof(struct kcm_tx_msg) > sizeof(skb->cb));
 	return (struct kcm_tx_msg *)skb->cb;
+}
+
+/* Messages a queued skb to send holds: one, or those of a pack. */
+static inline unsigned int kcm_tx_nmsgs(struct sk_buff *skb)
+{
+	return kcm_tx_msg(skb)->pack ? kcm_tx_msg(skb)->nmsgs : 1;
 }
 
 /**
@@ -507,6 +519,8 @@ static inline struct kcm_tx_msg *kcm_tx_msg(struct sk_buff *skb)
  * @tx_offset: bytes of the first queued message written to @tx_psock;
  *	under lock_sock()
  * @tx_sent: bytes written since the socket got @tx_psock; under lock_sock()
+ * @tx_queued: messages on the write queue (packs hold several); written
+ *	under lock_sock(), read locklessly by /proc
  * @tx_work: transmits in process context when TCP has room again, a psock
  *	becomes free, or a while after TCP ran short of memory
  * @stats: message counters of this socket
@@ -532,6 +546,7 @@ struct kcm_sock {
 	struct page_frag_cache tx_frag;
 	unsigned int tx_offset;
 	unsigned int tx_sent;
+	unsigned int tx_queued;
 	struct delayed_work tx_work;
 	struct kcm_msg_stats stats;
 };
