@@ -29,6 +29,24 @@
 #include <net/kcm.h>
 #include <trace/events/net_probe_common.h>
 
+#ifndef _TRACE_KCM_DEF
+#define _TRACE_KCM_DEF
+
+/* Bytes of the messages of a received skb not read yet. */
+static inline unsigned int kcm_trace_rx_bytes(struct sk_buff *skb)
+{
+	const struct kcm_rx_msg *rxm = kcm_rx_msg(skb);
+	unsigned int i, bytes = 0;
+
+	if (!rxm->pack)
+		return skb->len - rxm->pos;
+	for (i = rxm->next; i < rxm->nmsgs; i++)
+		bytes += kcm_rx_pack_lens(skb)[i];
+	return bytes;
+}
+
+#endif /* _TRACE_KCM_DEF */
+
 /* A TCP socket was attached: its psock index and its endpoints. */
 TRACE_EVENT(kcm_psock_attach,
 	    TP_PROTO(const struct kcm_psock *psock),
@@ -68,6 +86,174 @@ TRACE_EVENT(kcm_psock_unattach,
 	    TP_printk("mux=%u psock=%u rx_msgs=%llu tx_msgs=%llu",
 		      __entry->mux, __entry->psock, __entry->rx_msgs,
 		      __entry->tx_msgs)
+);
+
+/* A psock stops or starts reading because of what it has held. */
+DECLARE_EVENT_CLASS(kcm_psock_flow_class,
+		    TP_PROTO(const struct kcm_psock *psock),
+		    TP_ARGS(psock),
+		    TP_STRUCT__entry(__field(unsigned int, mux)
+				     __field(unsigned int, psock)
+				     __field(unsigned int, held)
+				     __field(int, rcvbuf)
+		    ),
+		    TP_fast_assign(__entry->mux = psock->mux->id;
+				   __entry->psock = psock->index;
+				   __entry->held = psock->rx_held;
+				   __entry->rcvbuf =
+					READ_ONCE(psock->sk->sk_rcvbuf);
+		    ),
+		    TP_printk("mux=%u psock=%u held=%u rcvbuf=%d",
+			      __entry->mux, __entry->psock, __entry->held,
+			      __entry->rcvbuf)
+);
+
+DEFINE_EVENT(kcm_psock_flow_class, kcm_psock_pause,
+	     TP_PROTO(const struct kcm_psock *psock),
+	     TP_ARGS(psock)
+);
+
+DEFINE_EVENT(kcm_psock_flow_class, kcm_psock_resume,
+	     TP_PROTO(const struct kcm_psock *psock),
+	     TP_ARGS(psock)
+);
+
+/* A psock framed one message of @len bytes. */
+TRACE_EVENT(kcm_rx_framed,
+	    TP_PROTO(const struct kcm_psock *psock, unsigned int len),
+	    TP_ARGS(psock, len),
+	    TP_STRUCT__entry(__field(unsigned int, mux)
+			     __field(unsigned int, psock)
+			     __field(unsigned int, len)
+	    ),
+	    TP_fast_assign(__entry->mux = psock->mux->id;
+			   __entry->psock = psock->index;
+			   __entry->len = len;
+	    ),
+	    TP_printk("mux=%u psock=%u len=%u",
+		      __entry->mux, __entry->psock, __entry->len)
+);
+
+/* A message or a pack of them goes to a KCM socket's receive queue. */
+TRACE_EVENT(kcm_rx_deliver,
+	    TP_PROTO(const struct kcm_sock *kcm, struct sk_buff *skb),
+	    TP_ARGS(kcm, skb),
+	    TP_STRUCT__entry(__field(unsigned int, mux)
+			     __field(unsigned int, kcm)
+			     __field(unsigned int, psock)
+			     __field(unsigned int, msgs)
+			     __field(unsigned int, bytes)
+	    ),
+	    TP_fast_assign(__entry->mux = kcm->mux->id;
+			   __entry->kcm = kcm->index;
+			   __entry->psock = kcm_rx_msg(skb)->conn_id;
+			   __entry->msgs = kcm_rx_left(skb);
+			   __entry->bytes = kcm_trace_rx_bytes(skb);
+	    ),
+	    TP_printk("mux=%u kcm=%u psock=%u msgs=%u bytes=%u",
+		      __entry->mux, __entry->kcm, __entry->psock, __entry->msgs,
+		      __entry->bytes)
+);
+
+/* No KCM socket could take a message or pack: it waits on the mux. */
+TRACE_EVENT(kcm_rx_hold,
+	    TP_PROTO(const struct kcm_psock *psock, struct sk_buff *skb),
+	    TP_ARGS(psock, skb),
+	    TP_STRUCT__entry(__field(unsigned int, mux)
+			     __field(unsigned int, psock)
+			     __field(unsigned int, msgs)
+			     __field(unsigned int, bytes)
+			     __field(unsigned int, held)
+			     __field(unsigned int, queued)
+	    ),
+	    TP_fast_assign(__entry->mux = psock->mux->id;
+			   __entry->psock = psock->index;
+			   __entry->msgs = kcm_rx_left(skb);
+			   __entry->bytes = kcm_trace_rx_bytes(skb);
+			   __entry->held = psock->rx_held;
+			   __entry->queued =
+				skb_queue_len(&psock->mux->rx_hold);
+	    ),
+	    TP_printk("mux=%u psock=%u msgs=%u bytes=%u held=%u queued=%u",
+		      __entry->mux, __entry->psock, __entry->msgs,
+		      __entry->bytes, __entry->held, __entry->queued)
+);
+
+/* A psock stopped receiving: -@err is posted on its TCP socket. */
+TRACE_EVENT(kcm_rx_error,
+	    TP_PROTO(const struct kcm_psock *psock, int err),
+	    TP_ARGS(psock, err),
+	    TP_STRUCT__entry(__field(unsigned int, mux)
+			     __field(unsigned int, psock)
+			     __field(int, err)
+	    ),
+	    TP_fast_assign(__entry->mux = psock->mux->id;
+			   __entry->psock = psock->index;
+			   __entry->err = err;
+	    ),
+	    TP_printk("mux=%u psock=%u err=%d",
+		      __entry->mux, __entry->psock, __entry->err)
+);
+
+/* The parser's length @len does not cover the bytes it had seen. */
+TRACE_EVENT(kcm_rx_bad_len,
+	    TP_PROTO(const struct kcm_psock *psock, unsigned int len),
+	    TP_ARGS(psock, len),
+	    TP_STRUCT__entry(__field(unsigned int, mux)
+			     __field(unsigned int, psock)
+			     __field(unsigned int, len)
+			     __field(unsigned int, seen)
+	    ),
+	    TP_fast_assign(__entry->mux = psock->mux->id;
+			   __entry->psock = psock->index;
+			   __entry->len = len;
+			   __entry->seen = psock->rx_seen;
+	    ),
+	    TP_printk("mux=%u psock=%u len=%u seen=%u",
+		      __entry->mux, __entry->psock, __entry->len,
+		      __entry->seen)
+);
+
+/*
+ * A message longer than the TCP socket's receive buffer: @len is the
+ * parser's length, or the bytes buffered while it still asked for more.
+ */
+TRACE_EVENT(kcm_rx_too_big,
+	    TP_PROTO(const struct kcm_psock *psock, unsigned int len),
+	    TP_ARGS(psock, len),
+	    TP_STRUCT__entry(__field(unsigned int, mux)
+			     __field(unsigned int, psock)
+			     __field(unsigned int, len)
+			     __field(int, rcvbuf)
+	    ),
+	    TP_fast_assign(__entry->mux = psock->mux->id;
+			   __entry->psock = psock->index;
+			   __entry->len = len;
+			   __entry->rcvbuf = READ_ONCE(psock->sk->sk_rcvbuf);
+	    ),
+	    TP_printk("mux=%u psock=%u len=%u rcvbuf=%d",
+		      __entry->mux, __entry->psock, __entry->len,
+		      __entry->rcvbuf)
+);
+
+/* A message was not complete within the TCP socket's SO_RCVTIMEO. */
+TRACE_EVENT(kcm_rx_timeout,
+	    TP_PROTO(const struct kcm_psock *psock),
+	    TP_ARGS(psock),
+	    TP_STRUCT__entry(__field(unsigned int, mux)
+			     __field(unsigned int, psock)
+			     __field(unsigned int, len)
+			     __field(unsigned int, msecs)
+	    ),
+	    TP_fast_assign(__entry->mux = psock->mux->id;
+			   __entry->psock = psock->index;
+			   __entry->len = psock->rx_msg_len;
+			   __entry->msecs =
+				jiffies_to_msecs(jiffies - psock->rx_start);
+	    ),
+	    TP_printk("mux=%u psock=%u len=%u msecs=%u",
+		      __entry->mux, __entry->psock, __entry->len,
+		      __entry->msecs)
 );
 
 #endif /* _TRACE_KCM_H */
