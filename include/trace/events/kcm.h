@@ -256,6 +256,89 @@ TRACE_EVENT(kcm_rx_timeout,
 		      __entry->msecs)
 );
 
+/*
+ * A message was written whole to a psock's TCP socket; @kcm is NULL for
+ * the rest of one whose KCM socket closed (kcm=-1).
+ */
+TRACE_EVENT(kcm_tx_sent,
+	    TP_PROTO(const struct kcm_psock *psock, const struct kcm_sock *kcm,
+		     struct sk_buff *skb),
+	    TP_ARGS(psock, kcm, skb),
+	    TP_STRUCT__entry(__field(unsigned int, mux)
+			     __field(int, kcm)
+			     __field(unsigned int, psock)
+			     __field(unsigned int, len)
+			     __field(bool, retried)
+	    ),
+	    TP_fast_assign(__entry->mux = psock->mux->id;
+			   __entry->kcm = kcm ? kcm->index : -1;
+			   __entry->psock = psock->index;
+			   __entry->len = skb->len;
+			   __entry->retried = kcm_tx_msg(skb)->retried;
+	    ),
+	    TP_printk("mux=%u kcm=%d psock=%u len=%u retried=%d",
+		      __entry->mux, __entry->kcm, __entry->psock, __entry->len,
+		      __entry->retried)
+);
+
+/*
+ * Writing the message @skb to a psock stopped after @sent bytes: -@err
+ * from TCP, or 0 when the psock was unattached.  With @retry it goes out
+ * again, whole, on another psock.
+ */
+TRACE_EVENT(kcm_tx_abort,
+	    TP_PROTO(const struct kcm_psock *psock, const struct kcm_sock *kcm,
+		     struct sk_buff *skb, unsigned int sent, int err),
+	    TP_ARGS(psock, kcm, skb, sent, err),
+	    TP_STRUCT__entry(__field(unsigned int, mux)
+			     __field(int, kcm)
+			     __field(unsigned int, psock)
+			     __field(unsigned int, len)
+			     __field(unsigned int, sent)
+			     __field(int, err)
+			     __field(bool, retry)
+	    ),
+	    TP_fast_assign(__entry->mux = psock->mux->id;
+			   __entry->kcm = kcm ? kcm->index : -1;
+			   __entry->psock = psock->index;
+			   __entry->len = skb ? skb->len : 0;
+			   __entry->sent = sent;
+			   __entry->err = err;
+			   __entry->retry = kcm && skb &&
+					    !kcm_tx_msg(skb)->directed;
+	    ),
+	    TP_printk("mux=%u kcm=%d psock=%u len=%u sent=%u err=%d retry=%d",
+		      __entry->mux, __entry->kcm, __entry->psock, __entry->len,
+		      __entry->sent, __entry->err, __entry->retry)
+);
+
+/*
+ * @n messages of a KCM socket were dropped unsent: those addressed to
+ * connection @conn, gone or stopped (-@err), or with @conn -1 and @err 0
+ * every message queued when the socket closed.
+ */
+TRACE_EVENT_CONDITION(kcm_tx_drop,
+		      TP_PROTO(const struct kcm_sock *kcm, int conn, int err,
+			       unsigned int n),
+		      TP_ARGS(kcm, conn, err, n),
+		      TP_CONDITION(n),
+		      TP_STRUCT__entry(__field(unsigned int, mux)
+				       __field(unsigned int, kcm)
+				       __field(int, conn)
+				       __field(int, err)
+				       __field(unsigned int, msgs)
+		      ),
+		      TP_fast_assign(__entry->mux = kcm->mux->id;
+				     __entry->kcm = kcm->index;
+				     __entry->conn = conn;
+				     __entry->err = err;
+				     __entry->msgs = n;
+		      ),
+		      TP_printk("mux=%u kcm=%u conn=%d err=%d msgs=%u",
+				__entry->mux, __entry->kcm, __entry->conn,
+				__entry->err, __entry->msgs)
+);
+
 #endif /* _TRACE_KCM_H */
 
 #include <trace/define_trace.h>
