@@ -17,6 +17,7 @@
 #include <net/sock.h>
 #include <net/tcp.h>
 #include <net/kcm.h>
+#include <trace/events/kcm.h>
 
 /* Context: any.  Only IPv4/IPv6 TCP sockets can be attached. */
 static int kcm_psock_check_type(const struct sock *csk)
@@ -158,6 +159,7 @@ static void kcm_mux_add_psock(struct kcm_mux *mux, struct kcm_psock *psock)
 	list_add_tail(&psock->mux_node, &mux->psocks);
 	mux->npsocks++;
 	mux->mstats.attach++;
+	trace_kcm_psock_attach(psock);
 	__kcm_tx_psock_ready(mux, psock);
 	spin_unlock_bh(&mux->lock);
 }
@@ -298,6 +300,7 @@ static void kcm_psock_unattach(struct kcm_psock *psock)
 	kcm_psock_rx_flush(psock);
 	release_sock(csk);
 
+	trace_kcm_psock_unattach(psock);
 	/* Its counters live on in the mux totals. */
 	spin_lock_bh(&mux->lock);
 	kcm_stats_fold(&mux->psock_stats, &psock->stats);

@@ -57,6 +57,7 @@
 #include <net/sock.h>
 #include <net/tcp.h>
 #include <net/kcm.h>
+#include <trace/events/kcm.h>
 
 #include "kcm_compat.h"
 
@@ -163,6 +164,7 @@ static void __kcm_rx_queue(struct kcm_sock *kcm, struct sk_buff *skb,
 	struct sock *sk = &kcm->sk;
 
 	lockdep_assert_held(&kcm->mux->lock);
+	trace_kcm_rx_deliver(kcm, skb);
 	skb_set_owner_r(skb, sk);
 	skb_queue_tail(&sk->sk_receive_queue, skb);
 	if (!kcm_rx_wake_later(wake, kcm))
@@ -183,6 +185,7 @@ static void __kcm_rx_unhold(struct kcm_mux *mux, struct sk_buff *skb)
 	if (psock->rx_paused &&
 	    psock->rx_held <= READ_ONCE(psock->sk->sk_rcvbuf) / 2) {
 		WRITE_ONCE(psock->rx_paused, false);
+		trace_kcm_psock_resume(psock);
 		kcm_psock_rx_kick(psock);
 	}
 }
@@ -216,10 +219,12 @@ static void __kcm_rx_hold(struct kcm_mux *mux, struct kcm_psock *psock,
 		if (!psock->rx_paused &&
 		    psock->rx_held > READ_ONCE(psock->sk->sk_rcvbuf)) {
 			WRITE_ONCE(psock->rx_paused, true);
+			trace_kcm_psock_pause(psock);
 			kcm_stat_add(&psock->stats.rx_intr, 1);
 		}
 	}
 	__skb_queue_tail(&mux->rx_hold, skb);
+	trace_kcm_rx_hold(psock, skb);
 }
 
 /* Context: mux->lock held.  Sockets in the rotation, counted up to @max. */
@@ -603,6 +608,7 @@ static void kcm_rx_fail(struct kcm_psock *psock, int err)
 {
 	struct sock *csk = psock->sk;
 
+	trace_kcm_rx_error(psock, err);
 	WRITE_ONCE(psock->rx_stopped, true);
 	kcm_stat_add(&psock->stats.rx_unrecov, 1);
 	kcm_rx_timer_stop(psock);
@@ -613,6 +619,7 @@ static void kcm_rx_fail(struct kcm_psock *psock, int err)
 /* Context: TCP socket lock held.  A message of @len bytes is framed. */
 static void kcm_rx_framed(struct kcm_psock *psock, unsigned int len)
 {
+	trace_kcm_rx_framed(psock, len);
 	kcm_stat_add(&psock->stats.rx_msgs, 1);
 	kcm_stat_add(&psock->stats.rx_bytes, len);
 	psock->rx_msg_len = 0;
@@ -675,10 +682,12 @@ static int kcm_rx_parse(struct kcm_psock *psock)
 	}
 	if ((unsigned int)ret <= psock->rx_seen) {
 		kcm_stat_add(&psock->stats.rx_bad_len, 1);
+		trace_kcm_rx_bad_len(psock, ret);
 		return -EPROTO;
 	}
 	if (ret > READ_ONCE(psock->sk->sk_rcvbuf)) {
 		kcm_stat_add(&psock->stats.rx_too_big, 1);
+		trace_kcm_rx_too_big(psock, ret);
 		return -EMSGSIZE;
 	}
 	psock->rx_msg_len = ret;
@@ -864,6 +873,7 @@ static int kcm_rx_buf_room(struct kcm_psock *psock)
 	}
 	if (size >= limit) {
 		kcm_stat_add(&psock->stats.rx_too_big, 1);
+		trace_kcm_rx_too_big(psock, buf->len);
 		return -EMSGSIZE;
 	}
 	return kcm_rx_buf_replace(psock, size + min_t(unsigned int, size,
@@ -1412,6 +1422,7 @@ static void kcm_rx_timer_work(struct work_struct *work)
 	deadline = psock->rx_start + timeo;
 	if (time_after_eq(jiffies, deadline)) {
 		kcm_stat_add(&psock->stats.rx_timeouts, 1);
+		trace_kcm_rx_timeout(psock);
 		kcm_rx_fail(psock, -ETIMEDOUT);
 	} else {
 		mod_delayed_work(system_wq, &psock->rx_timer_work,

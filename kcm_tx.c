@@ -69,6 +69,7 @@
 #include <net/sock.h>
 #include <net/tcp.h>
 #include <net/kcm.h>
+#include <trace/events/kcm.h>
 
 #include "kcm_compat.h"
 
@@ -737,6 +738,7 @@ static void kcm_tx_done(struct kcm_sock *kcm, struct kcm_psock *psock,
 	struct kcm_mux *mux = kcm->mux;
 	unsigned int n;
 
+	trace_kcm_tx_sent(psock, kcm, skb);
 	if (unlikely(kcm_tx_msg(skb)->retried)) {
 		spin_lock_bh(&mux->lock);
 		mux->mstats.tx_retries++;
@@ -839,6 +841,7 @@ static void kcm_tx_fail(struct kcm_sock *kcm, struct kcm_psock *psock,
 {
 	struct kcm_mux *mux = kcm->mux;
 
+	trace_kcm_tx_abort(psock, kcm, skb, kcm->tx_offset, err);
 	kcm_tx_post_error(psock->sk, err);
 	kcm_stat_add(&psock->stats.tx_aborts, 1);
 	spin_lock_bh(&mux->lock);
@@ -882,6 +885,7 @@ static void kcm_tx_drop_conn(struct kcm_sock *kcm, u32 id, int err)
 		kfree_skb(skb);
 	}
 	kcm_tx_queued_add(kcm, -(int)dropped);
+	trace_kcm_tx_drop(kcm, id, err, dropped);
 	spin_lock_bh(&mux->lock);
 	mux->mstats.tx_dropped += dropped;
 	spin_unlock_bh(&mux->lock);
@@ -1017,9 +1021,11 @@ static void kcm_psock_tx_work(struct work_struct *work)
 	}
 	err = kcm_tx_send_msg(csk, skb, &psock->tx_orphan_off, false);
 	if (!err) {
+		trace_kcm_tx_sent(psock, NULL, skb);
 		kcm_stat_add(&psock->stats.tx_msgs, 1);
 		kcm_stat_add(&psock->stats.tx_bytes, skb->len);
 	} else if (err != -EAGAIN) {
+		trace_kcm_tx_abort(psock, NULL, skb, psock->tx_orphan_off, err);
 		kcm_stat_add(&psock->stats.tx_aborts, 1);
 		kcm_tx_post_error(csk, err);
 	}
@@ -1063,6 +1069,7 @@ static void __kcm_tx_abort_head(struct kcm_sock *kcm, struct kcm_psock *psock)
 
 	sock_owned_by_me(&kcm->sk);
 	lockdep_assert_held(&kcm->mux->lock);
+	trace_kcm_tx_abort(psock, kcm, skb, kcm->tx_offset, 0);
 	kcm_stat_add(&psock->stats.tx_aborts, 1);
 	if (!skb)
 		return;
@@ -1118,6 +1125,8 @@ void kcm_psock_tx_detach(struct kcm_psock *psock)
 
 	cancel_work_sync(&psock->tx_work);
 	if (psock->tx_orphan) {
+		trace_kcm_tx_abort(psock, NULL, psock->tx_orphan,
+				   psock->tx_orphan_off, 0);
 		kcm_stat_add(&psock->stats.tx_aborts, 1);
 		kfree_skb(psock->tx_orphan);
 		psock->tx_orphan = NULL;
@@ -1541,6 +1550,7 @@ void kcm_tx_sock_leave(struct kcm_sock *kcm)
 	}
 	__kcm_tx_unreserve(kcm);
 	dropped += kcm->tx_queued + !!kcm->tx_partial;
+	trace_kcm_tx_drop(kcm, -1, 0, dropped);
 	mux->mstats.tx_dropped += dropped;
 	spin_unlock_bh(&mux->lock);
 

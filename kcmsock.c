@@ -103,6 +103,9 @@
 
 #include "kcm_compat.h"
 
+#define CREATE_TRACE_POINTS
+#include <trace/events/kcm.h>
+
 static struct proto kcm_proto = {
 	.name = "KCM",
 	.owner = THIS_MODULE,

@@ -82,7 +82,8 @@ sync_file() {
 }
 
 # net/kcm becomes exactly our Kconfig, Kbuild and kcm*.[ch] (upstream's
-# Makefile and sources go); our headers replace the kernel's.
+# Makefile and sources go); our headers replace the kernel's, and the
+# trace events header joins include/trace/events/.
 sync_sources() {
 	local f base
 	local -A want=()
@@ -102,8 +103,9 @@ sync_sources() {
 	done
 	while IFS= read -r f; do
 		case $f in
-		net/kcm*.h | uapi/linux/kcm*.h) sync_file "$top/include/$f" "$src/include/$f" ;;
-		*) die "include/$f: only include/net/kcm*.h and include/uapi/linux/kcm*.h go into the kernel tree" ;;
+		net/kcm*.h | uapi/linux/kcm*.h | trace/events/kcm*.h)
+			sync_file "$top/include/$f" "$src/include/$f" ;;
+		*) die "include/$f: only include/net/kcm*.h, include/uapi/linux/kcm*.h and include/trace/events/kcm*.h go into the kernel tree" ;;
 		esac
 	done < <(cd "$top/include" && find . -type f -name '*.h' | sed 's|^\./||' | sort)
 }
