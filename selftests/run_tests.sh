@@ -9,7 +9,7 @@
 # a SKIP rather than a shell trying to read them as scripts.
 
 cd "$(dirname "$0")" || exit 1
-tests="${KCM_TESTS:-kcm_uapi_compat kcm_basic kcm_ext kcm_lsm kcm_recv kcm_send kcm_stats kcm_extview kcm_batch kcm_races kcm_fuzz kcm_stress kcm_faults kcm_netem kcm_trace kcm_basic_32 kcm_ext_32 kcm_batch_32 kcm_compat_32 kcm_examples.sh kcm_module.sh}"
+tests="${KCM_TESTS:-kcm_uapi_compat kcm_basic kcm_ext kcm_lsm kcm_recv kcm_send kcm_stats kcm_extview kcm_batch kcm_races kcm_fuzz kcm_stress kcm_faults kcm_netem kcm_trace kcm_uring kcm_basic_32 kcm_ext_32 kcm_batch_32 kcm_compat_32 kcm_examples.sh kcm_module.sh}"
 status=0
 for t in $tests; do
 	echo "# selftests: kcm: $t"

@@ -24,6 +24,8 @@ PKGS=(
 	gcc-multilib
 	# tools/examples: a BPF parser in C (clang) loaded with libbpf, static
 	clang libbpf-dev libelf-dev zlib1g-dev
+	# io_uring: the kcm_uring selftest, uring_server, kcmperf -U (static)
+	liburing-dev
 )
 
 # The other kernels the tree is tested on (make check KVER=..., the 6.12

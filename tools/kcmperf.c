@@ -180,6 +180,7 @@ static void help(int status)
 		"  -n COUNT  messages per sender instead of a time\n"
 		"  -R B      receive with recvmmsg(), B messages at a time (recv)\n"
 		"  -G N      kcm: KCM_RECV_BATCH, up to N messages per recvmsg()\n"
+		"  -U N      kcm: receive through io_uring, N recvs in flight\n"
 		"  -S B      tx: sendmmsg() B messages (kcm), B per write (user)\n"
 		"  -B BYTES  SO_RCVBUF of each KCM socket, user: bytes queued per\n"
 		"            worker (default: untouched; user %d)\n"
@@ -258,7 +259,7 @@ static void parse_args(int argc, char **argv)
 	};
 	int ch;
 
-	while ((ch = getopt_long(argc, argv, "i:m:P:s:c:d:k:t:w:n:R:G:S:B:T:W:vh",
+	while ((ch = getopt_long(argc, argv, "i:m:P:s:c:d:k:t:w:n:R:G:S:B:T:W:U:vh",
 				 longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'i':
@@ -297,6 +298,9 @@ static void parse_args(int argc, char **argv)
 			break;
 		case 'G':
 			opt.kbatch = atoi(optarg);
+			break;
+		case 'U':
+			opt.uring = atoi(optarg);
 			break;
 		case 'S':
 			opt.sbatch = atoi(optarg);
@@ -352,7 +356,8 @@ static void parse_args(int argc, char **argv)
 	    opt.kcms < 1 || opt.kcms > MAX_KCMS ||
 	    opt.secs <= 0 || opt.stall <= 0 || opt.rcvbuf > INT_MAX / 2 ||
 	    opt.rbatch > 1024 || opt.sbatch > 1024 || opt.kbatch > 4096 ||
-	    (opt.kbatch > 1 && opt.rbatch > 1))
+	    (opt.kbatch > 1 && opt.rbatch > 1) || opt.uring < 0 ||
+	    opt.uring > 4096 || (opt.uring && (opt.kbatch > 1 || opt.rbatch > 1)))
 		help(2);
 }
 

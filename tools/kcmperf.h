@@ -7,7 +7,7 @@
  * the TCP stream senders and readers (raw TCP, and the far end of every
  * mode); kcmperf_user.c the user-space framer; kcmperf_report.c the
  * key=value line.  One file per mode: kcmperf_rx.c, kcmperf_tx.c,
- * kcmperf_rr.c, kcmperf_scale.c.
+ * kcmperf_rr.c, kcmperf_scale.c; kcmperf_uring.c the io_uring reader (-U).
  */
 #ifndef KCMPERF_H
 #define KCMPERF_H
@@ -73,6 +73,7 @@ struct options {
 	unsigned long count;
 	int rbatch;
 	int kbatch;
+	int uring;		/* -U: io_uring receives in flight */
 	int sbatch;
 	long rcvbuf;
 	long tcp_rcvbuf;	/* -1: as the message size needs */
@@ -182,6 +183,9 @@ void user_framer(void);
 void *kcm_reader(void *arg);
 void *kcm_sender(void *arg);
 void kcm_answer(int fd, char *p);
+
+/* kcmperf_uring.c */
+void *kcm_uring_reader(void *arg);
 
 /* kcmperf_report.c */
 struct cpu {

@@ -2,8 +2,9 @@
 /*
  * kcmperf -m rx: N loopback TCP connections feed one mux with M KCM
  * sockets, each read by a thread of its own (recv(), recvmmsg() with -R,
- * our KCM_RECV_BATCH with -G); a stream sender per connection writes many
- * messages per write(), so that the sender is not what is measured.
+ * our KCM_RECV_BATCH with -G, io_uring with -U); a stream sender per
+ * connection writes many messages per write(), so that the sender is not
+ * what is measured.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -117,6 +118,8 @@ void *kcm_reader(void *arg)
 
 	if (opt.kbatch > 1)
 		return kcm_batch_reader(arg);
+	if (opt.uring)
+		return kcm_uring_reader(arg);
 	if (!buf || !mm || !iov)
 		die("out of memory");
 	set_timeo(fd, SO_RCVTIMEO, TICK_MS / 1000.0);

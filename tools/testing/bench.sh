@@ -23,7 +23,9 @@
 # raises net.core.rmem_max to allow it); rxm-64 (rx-64 with the KCM
 # readers using recvmmsg(), 16 messages a call); rxb-64 and rxb-512 (rx
 # with our batched receive, KCM_RECV_BATCH 64: ours only, the distro
-# module has no such option); tx-512 (2 KCM sockets send() over 2
+# module has no such option); rxu-64 (rx-64 with the KCM readers using
+# io_uring, 64 IORING_OP_RECVs in flight each, kcmperf -U 64: both
+# modules; the baselines as in rx-64); tx-512 (2 KCM sockets send() over 2
 # connections; default buffers only); txb-64 and txb-512 (tx with the KCM
 # senders using sendmmsg(), 64 messages a call, so MSG_BATCH on all but
 # the last: both modules; the user-space senders write 64 messages a
@@ -128,7 +130,7 @@ install_ko() {
 	esac
 }
 
-default_cfgs="rx-64 rxm-64 rxb-64 rx-512 rxb-512 rx-16K rx-256K rr-64 tx-512 txb-64 txb-512 scale-rx scale-tx"
+default_cfgs="rx-64 rxm-64 rxb-64 rxu-64 rx-512 rxb-512 rx-16K rx-256K rr-64 tx-512 txb-64 txb-512 scale-rx scale-tx"
 all_cfgs="$default_cfgs tx-64"
 cfgs=${only:-$default_cfgs}
 for c in $cfgs; do
@@ -229,6 +231,8 @@ run() {
 		# rxm-*: KCM readers use recvmmsg(); the baselines batch anyway
 		case $cfg in
 		rxm-*) set -- "$@" -R 16 ;;
+		# rxu-*: KCM readers use io_uring, 64 receives in flight
+		rxu-*) set -- "$@" -U 64 ;;
 		rxb-*)
 			# batched receive: an extension, ours only
 			[ "$who" = distro ] && return
@@ -266,6 +270,7 @@ for cfg in $cfgs; do
 	rx-*) args="-m rx -s ${cfg#rx-} -c 2 -k 2" ;;
 	rxm-*) args="-m rx -s ${cfg#rxm-} -c 2 -k 2" ;;
 	rxb-*) args="-m rx -s ${cfg#rxb-} -c 2 -k 2" ;;
+	rxu-*) args="-m rx -s ${cfg#rxu-} -c 2 -k 2" ;;
 	rr-*) args="-m rr -s ${cfg#rr-} -c 1 -k 1" ;;
 	tx-*) args="-m tx -s ${cfg#tx-} -c 2 -k 2" ;;
 	txb-*) args="-m tx -s ${cfg#txb-} -c 2 -k 2 -S 64" ;;

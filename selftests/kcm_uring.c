@@ -1,0 +1,459 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * io_uring on KCM sockets (liburing, linked statically): sends and
+ * receives of whole messages, several in flight, multishot receive into
+ * provided buffers, cancellation, and a close with a receive in flight.
+ *
+ * Every test but the one marked TEST_DIFFERS is of behaviour the
+ * distribution's kcm.ko shares: io_uring only calls the socket's
+ * sendmsg, recvmsg and poll, so a message is whole on both modules.
+ * A kernel with io_uring disabled (kernel.io_uring_disabled, seccomp)
+ * gives a SKIP.
+ */
+#define _GNU_SOURCE
+#include <liburing.h>
+#include <sys/mman.h>
+
+#include "kcm_data.h"
+
+#define NMSG		8		/* messages in flight */
+#define RBUF		65536		/* one receive buffer */
+#define BGID		7		/* the provided buffer group */
+#define NBUFS		16		/* buffers in the group (power of 2) */
+
+static char rbufs[NMSG][RBUF];
+
+/* io_uring_queue_init(), or SKIP when the kernel does not allow io_uring. */
+static void uring_init(struct io_uring *ring)
+{
+	int ret = io_uring_queue_init(64, ring, 0);
+
+	if (ret == -ENOSYS || ret == -EPERM)
+		SKIP("io_uring disabled: io_uring_setup: %s", strerror(-ret));
+	ASSERT_EQ(ret, 0);
+}
+
+static struct io_uring_sqe *uring_sqe(struct io_uring *ring, __u64 data)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+
+	ASSERT_TRUE(sqe);
+	io_uring_sqe_set_data64(sqe, data);
+	return sqe;
+}
+
+/*
+ * Waits up to @ms for a completion and consumes it: its res and flags go
+ * to @res and @flags, the return value is its user_data, or -1 if none
+ * came.
+ */
+static long long uring_reap(struct io_uring *ring, int ms, int *res,
+			    unsigned int *flags)
+{
+	struct __kernel_timespec ts = { .tv_sec = ms / 1000,
+					.tv_nsec = (ms % 1000) * 1000000L };
+	struct io_uring_cqe *cqe;
+	long long data;
+
+	if (io_uring_wait_cqe_timeout(ring, &cqe, &ts))
+		return -1;
+	data = (long long)cqe->user_data;
+	*res = cqe->res;
+	if (flags)
+		*flags = cqe->flags;
+	io_uring_cqe_seen(ring, cqe);
+	return data;
+}
+
+/* Queues one IORING_OP_RECV of @fd into rbufs[@i], user_data @i. */
+static void uring_recv(struct io_uring *ring, int fd, int i)
+{
+	io_uring_prep_recv(uring_sqe(ring, i), fd, rbufs[i], RBUF, 0);
+}
+
+/* How many of the seqs @first..@first+@n-1 are marked in @seen. */
+static int seen_all(const char *seen, int first, int n)
+{
+	int i, c = 0;
+
+	for (i = 0; i < n; i++)
+		c += seen[first + i] == 1;
+	return c;
+}
+
+/*
+ * NMSG messages of different sizes go out as SENDs and SENDMSGs, all in
+ * flight together (MSG_EOR on SEQPACKET, where a send without it leaves
+ * the message open); the TCP peer reads each whole and byte-exact.
+ */
+static void send_whole(int type)
+{
+	int peer, local, kcm = kcm_with_tcp(type, &peer, &local);
+	int eor = type == SOCK_SEQPACKET ? MSG_EOR : 0;
+	static char msgs[NMSG][8192];
+	struct iovec iov[NMSG];
+	struct msghdr mh[NMSG];
+	char seen[NMSG] = { 0 };
+	struct io_uring ring;
+	size_t len[NMSG];
+	int i, res;
+
+	uring_init(&ring);
+	for (i = 0; i < NMSG; i++) {
+		len[i] = kcm_msg_build(msgs[i], 16 + i * 1000, i);
+		if (i % 2 == 0) {
+			io_uring_prep_send(uring_sqe(&ring, i), kcm, msgs[i],
+					   len[i], eor);
+			continue;
+		}
+		iov[i] = (struct iovec){ msgs[i], len[i] };
+		mh[i] = (struct msghdr){ .msg_iov = &iov[i], .msg_iovlen = 1 };
+		io_uring_prep_sendmsg(uring_sqe(&ring, i), kcm, &mh[i], eor);
+	}
+	ASSERT_EQ(io_uring_submit(&ring), NMSG);
+	for (i = 0; i < NMSG; i++) {
+		long long d = uring_reap(&ring, 5000, &res, NULL);
+
+		ASSERT_TRUE(d >= 0 && d < NMSG);
+		ASSERT_EQ(res, len[d]);
+	}
+	for (i = 0; i < NMSG; i++) {
+		long n = kcm_tcp_read_msg(peer, rbufs[0], RBUF);
+		long seq;
+
+		ASSERT_GT(n, 0);
+		seq = kcm_msg_check(rbufs[0], n);
+		ASSERT_TRUE(seq >= 0 && seq < NMSG);
+		ASSERT_EQ(n, len[seq]);
+		seen[seq]++;
+	}
+	ASSERT_EQ(seen_all(seen, 0, NMSG), NMSG);
+	io_uring_queue_exit(&ring);
+	close(kcm);
+}
+
+TEST(send_dgram)
+{
+	send_whole(SOCK_DGRAM);
+}
+
+TEST(send_seqpacket)
+{
+	send_whole(SOCK_SEQPACKET);
+}
+
+/*
+ * Reaps @n receive completions of whole messages @first..@first+@n-1,
+ * one message per completion, each byte-exact.
+ */
+static void reap_msgs(struct io_uring *ring, int first, int n)
+{
+	char seen[4 * NMSG] = { 0 };
+	int i, res;
+
+	for (i = 0; i < n; i++) {
+		long long d = uring_reap(ring, 5000, &res, NULL);
+		long seq;
+
+		ASSERT_TRUE(d >= 0 && d < NMSG);
+		ASSERT_GT(res, 0);
+		seq = kcm_msg_check(rbufs[d], res);
+		if (seq < first || seq >= first + n)
+			TH_LOG("completion %lld: %d bytes, seq %ld", d, res, seq);
+		ASSERT_TRUE(seq >= first && seq < first + n);
+		seen[seq - first]++;
+	}
+	ASSERT_EQ(seen_all(seen, 0, n), n);
+}
+
+/*
+ * NMSG receives wait before anything arrives; NMSG messages in one write
+ * complete them, one whole message each.  Then the messages come first
+ * and the receives after.
+ */
+static void recv_whole(int type)
+{
+	int peer, local, kcm = kcm_with_tcp(type, &peer, &local);
+	struct io_uring ring;
+	int i, res;
+
+	uring_init(&ring);
+	for (i = 0; i < NMSG; i++)
+		uring_recv(&ring, kcm, i);
+	ASSERT_EQ(io_uring_submit(&ring), NMSG);
+	ASSERT_EQ(uring_reap(&ring, 100, &res, NULL), -1);
+	ASSERT_OK(kcm_send_msgs(peer, 0, NMSG, 300));
+	reap_msgs(&ring, 0, NMSG);
+
+	ASSERT_OK(kcm_send_msgs(peer, 100, NMSG, 5000));
+	usleep(100000);
+	for (i = 0; i < NMSG; i++)
+		uring_recv(&ring, kcm, i);
+	ASSERT_EQ(io_uring_submit(&ring), NMSG);
+	reap_msgs(&ring, 100, NMSG);
+	ASSERT_ERRNO(recv(kcm, rbufs[0], 1, MSG_DONTWAIT), EAGAIN);
+	io_uring_queue_exit(&ring);
+	close(kcm);
+}
+
+TEST(recv_dgram)
+{
+	recv_whole(SOCK_DGRAM);
+}
+
+TEST(recv_seqpacket)
+{
+	recv_whole(SOCK_SEQPACKET);
+}
+
+/* IORING_OP_RECVMSG: MSG_EOR on a whole message, MSG_TRUNC on a cut one. */
+TEST(recvmsg_flags)
+{
+	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+	struct iovec iov = { rbufs[0], RBUF };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct io_uring ring;
+	int res;
+
+	uring_init(&ring);
+	ASSERT_OK(kcm_send_msgs(peer, 1, 2, 200));
+	io_uring_prep_recvmsg(uring_sqe(&ring, 0), kcm, &mh, 0);
+	ASSERT_EQ(io_uring_submit(&ring), 1);
+	ASSERT_EQ(uring_reap(&ring, 5000, &res, NULL), 0);
+	ASSERT_EQ(res, KCM_HDR + 200);
+	ASSERT_EQ(kcm_msg_check(rbufs[0], res), 1);
+	ASSERT_TRUE(mh.msg_flags & MSG_EOR);
+
+	/* A 10-byte buffer: the rest of that message is dropped. */
+	iov.iov_len = 10;
+	mh.msg_flags = 0;
+	io_uring_prep_recvmsg(uring_sqe(&ring, 1), kcm, &mh, 0);
+	ASSERT_EQ(io_uring_submit(&ring), 1);
+	ASSERT_EQ(uring_reap(&ring, 5000, &res, NULL), 1);
+	ASSERT_EQ(res, 10);
+	ASSERT_TRUE(mh.msg_flags & MSG_TRUNC);
+	ASSERT_ERRNO(recv(kcm, rbufs[0], 1, MSG_DONTWAIT), EAGAIN);
+	io_uring_queue_exit(&ring);
+	close(kcm);
+}
+
+/* A provided buffer ring of NBUFS buffers of RBUF / 4 bytes, group BGID. */
+static struct io_uring_buf_ring *buf_ring(struct io_uring *ring, char *mem)
+{
+	size_t size = NBUFS * sizeof(struct io_uring_buf);
+	struct io_uring_buf_reg reg = { .ring_entries = NBUFS, .bgid = BGID };
+	struct io_uring_buf_ring *br;
+	int i, ret;
+
+	br = mmap(NULL, size, PROT_READ | PROT_WRITE,
+		  MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
+	ASSERT_TRUE(br != MAP_FAILED);
+	reg.ring_addr = (unsigned long)br;
+	ret = io_uring_register_buf_ring(ring, &reg, 0);
+	if (ret == -EINVAL || ret == -EOPNOTSUPP)
+		SKIP("no provided buffer rings: %s", strerror(-ret));
+	ASSERT_EQ(ret, 0);
+	io_uring_buf_ring_init(br);
+	for (i = 0; i < NBUFS; i++)
+		io_uring_buf_ring_add(br, mem + i * (RBUF / 4), RBUF / 4, i,
+				      io_uring_buf_ring_mask(NBUFS), i);
+	io_uring_buf_ring_advance(br, NBUFS);
+	return br;
+}
+
+/*
+ * Multishot receive into provided buffers: one request, one completion
+ * per whole message, each in a buffer of its own with IORING_CQE_F_MORE
+ * set while the request stays armed.  Messages come before and after it
+ * is armed.
+ */
+TEST(recv_multishot)
+{
+	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+	char seen[2 * NMSG] = { 0 };
+	struct io_uring_sqe *sqe;
+	unsigned int flags;
+	struct io_uring ring;
+	int i, res;
+
+	uring_init(&ring);
+	buf_ring(&ring, &rbufs[0][0]);
+	ASSERT_OK(kcm_send_msgs(peer, 0, NMSG / 2, 1000));
+	usleep(100000);
+	sqe = uring_sqe(&ring, 42);
+	io_uring_prep_recv_multishot(sqe, kcm, NULL, 0, 0);
+	sqe->flags |= IOSQE_BUFFER_SELECT;
+	sqe->buf_group = BGID;
+	ASSERT_EQ(io_uring_submit(&ring), 1);
+	for (i = 0; i < NMSG; i++) {
+		long long d;
+		long seq;
+		int bid;
+
+		if (i == NMSG / 2)
+			ASSERT_OK(kcm_send_msgs(peer, NMSG / 2, NMSG / 2,
+						2000));
+		d = uring_reap(&ring, 5000, &res, &flags);
+		if (res < 0)
+			TH_LOG("completion %d: res %d (%s) flags %#x", i, res,
+			       strerror(-res), flags);
+		ASSERT_EQ(d, 42);
+		ASSERT_GT(res, 0);
+		ASSERT_TRUE(flags & IORING_CQE_F_BUFFER);
+		ASSERT_TRUE(flags & IORING_CQE_F_MORE);
+		bid = flags >> IORING_CQE_BUFFER_SHIFT;
+		ASSERT_LT(bid, NBUFS);
+		seq = kcm_msg_check(&rbufs[0][0] + bid * (RBUF / 4), res);
+		ASSERT_TRUE(seq >= 0 && seq < NMSG);
+		seen[seq]++;
+	}
+	ASSERT_EQ(seen_all(seen, 0, NMSG), NMSG);
+	/* Still armed: cancel it, and the last completion says so. */
+	io_uring_prep_cancel64(uring_sqe(&ring, 43), 42, 0);
+	ASSERT_EQ(io_uring_submit(&ring), 1);
+	for (i = 0; i < 2; i++) {
+		long long d = uring_reap(&ring, 5000, &res, &flags);
+
+		ASSERT_TRUE(d == 42 || d == 43);
+		if (d == 42) {
+			ASSERT_EQ(res, -ECANCELED);
+			ASSERT_TRUE(!(flags & IORING_CQE_F_MORE));
+		} else {
+			ASSERT_EQ(res, 0);
+		}
+	}
+	io_uring_queue_exit(&ring);
+	close(kcm);
+}
+
+/*
+ * A waiting receive cancelled: -ECANCELED, the cancel itself 0, and the
+ * socket goes on working, for io_uring and for recv().
+ */
+TEST(cancel_recv)
+{
+	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+	struct io_uring ring;
+	int i, res;
+
+	uring_init(&ring);
+	uring_recv(&ring, kcm, 0);
+	ASSERT_EQ(io_uring_submit(&ring), 1);
+	ASSERT_EQ(uring_reap(&ring, 100, &res, NULL), -1);
+	io_uring_prep_cancel64(uring_sqe(&ring, 99), 0, 0);
+	ASSERT_EQ(io_uring_submit(&ring), 1);
+	for (i = 0; i < 2; i++) {
+		long long d = uring_reap(&ring, 5000, &res, NULL);
+
+		ASSERT_TRUE(d == 0 || d == 99);
+		ASSERT_EQ(res, d == 0 ? -ECANCELED : 0);
+	}
+	ASSERT_OK(kcm_send_msgs(peer, 5, 2, 100));
+	uring_recv(&ring, kcm, 1);
+	ASSERT_EQ(io_uring_submit(&ring), 1);
+	ASSERT_EQ(uring_reap(&ring, 5000, &res, NULL), 1);
+	ASSERT_EQ(kcm_msg_check(rbufs[1], res), 5);
+	ASSERT_EQ(kcm_recv_check(kcm, rbufs[0], RBUF), 6);
+	io_uring_queue_exit(&ring);
+	close(kcm);
+}
+
+/* Waits up to 2 s for /proc/net/kcm to show @socks KCM sockets. */
+static int wait_socks(int socks)
+{
+	struct kcm_proc p;
+	int ms;
+
+	for (ms = 0; ms < 2000; ms += 20) {
+		if (kcm_proc_read(&p) == 0 && p.socks == socks)
+			return 0;
+		usleep(20000);
+	}
+	return -1;
+}
+
+/*
+ * close() of a KCM socket with a receive in flight: the request holds
+ * the file, so the socket lives on and the receive still completes with
+ * the next message; once it has, the socket goes.
+ */
+TEST(close_with_recv_in_flight)
+{
+	int peer, local, kcm;
+	struct io_uring ring;
+	int res;
+
+	kcm_enter_netns();
+	kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+	uring_init(&ring);
+	uring_recv(&ring, kcm, 0);
+	ASSERT_EQ(io_uring_submit(&ring), 1);
+	ASSERT_EQ(uring_reap(&ring, 100, &res, NULL), -1);
+	ASSERT_OK(close(kcm));
+	ASSERT_EQ(uring_reap(&ring, 200, &res, NULL), -1);
+	ASSERT_OK(wait_socks(1));
+	ASSERT_OK(kcm_send_msgs(peer, 9, 1, 64));
+	ASSERT_EQ(uring_reap(&ring, 5000, &res, NULL), 0);
+	ASSERT_EQ(kcm_msg_check(rbufs[0], res), 9);
+	ASSERT_OK(wait_socks(0));
+	io_uring_queue_exit(&ring);
+}
+
+/*
+ * close() of the KCM socket and then of the ring with a receive in
+ * flight: the ring's teardown cancels it, and the socket, its mux and
+ * the attached TCP socket all go (nothing leaks, nothing hangs).
+ */
+TEST(close_ring_with_recv_in_flight)
+{
+	int peer, local, kcm;
+	struct io_uring ring;
+	struct kcm_proc p;
+	int res;
+
+	kcm_enter_netns();
+	kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+	close(local);
+	uring_init(&ring);
+	uring_recv(&ring, kcm, 0);
+	ASSERT_EQ(io_uring_submit(&ring), 1);
+	ASSERT_EQ(uring_reap(&ring, 100, &res, NULL), -1);
+	ASSERT_OK(close(kcm));
+	io_uring_queue_exit(&ring);
+	ASSERT_OK(wait_socks(0));
+	ASSERT_OK(kcm_proc_read(&p));
+	ASSERT_EQ(p.muxes, 0);
+	/* The TCP socket was released: the peer sees its end of stream. */
+	ASSERT_EQ(read(peer, rbufs[0], 1), 0);
+}
+
+/*
+ * Receives in flight while messages straddle TCP segments: the
+ * documented offset-0 parser only frames them on this module.
+ */
+TEST_DIFFERS(recv_straddling,
+	     "the parser sees the segment, not the message: load_word(skb, 0) mis-frames")
+{
+	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+	static char buf[NMSG * 256];
+	struct io_uring ring;
+	size_t len = 0, off;
+	int i;
+
+	uring_init(&ring);
+	for (i = 0; i < NMSG; i++) {
+		len += kcm_msg_build(buf + len, 40 + i * 17, i);
+		uring_recv(&ring, kcm, i);
+	}
+	ASSERT_EQ(io_uring_submit(&ring), NMSG);
+	for (off = 0; off < len; off += 70) {
+		ASSERT_OK(kcm_write_all(peer, buf + off,
+					len - off < 70 ? len - off : 70));
+		usleep(20000);
+	}
+	reap_msgs(&ring, 0, NMSG);
+	io_uring_queue_exit(&ring);
+	close(kcm);
+}
+
+KCM_TEST_MAIN
