@@ -233,14 +233,16 @@ static void parse_args(int argc, char **argv)
 			requests = atoi(optarg);
 			break;
 		default:
-			fprintf(stderr, "usage: uring_server [-q QUEUE] [-c CONNS] [-n REQUESTS]\n");
+			fprintf(stderr, "usage: uring_server [-q QUEUE] [-c CONNS]");
+			fprintf(stderr, " [-n REQUESTS]\n");
 			exit(2);
 		}
 	}
 	if (queue < 1 || queue > MAX_QUEUE || conns < 1 || conns > MAX_CONNS ||
 	    requests < 1 || requests > 65535) {
-		fprintf(stderr, "uring_server: 1..%d receives, 1..%d connections, 1..65535 requests\n",
+		fprintf(stderr, "uring_server: 1..%d receives, 1..%d connections",
 			MAX_QUEUE, MAX_CONNS);
+		fprintf(stderr, ", 1..65535 requests\n");
 		exit(2);
 	}
 }
@@ -285,9 +287,10 @@ int main(int argc, char **argv)
 	close(s.kcm);	/* the mux goes, and with it the connections */
 	for (i = 0; i < requests; i++)
 		want_bytes += EX_HDR + REQ_SIZE(i);
-	printf("server: io_uring received %ld of %d requests, %ld of %ld bytes, %ld replies, %ld bad, %ld receives cancelled\n",
-	       s.requests, requests, s.bytes, want_bytes, s.replies, s.bad,
-	       s.cancelled);
+	printf("server: io_uring received %ld of %d requests, %ld of %ld bytes, ",
+	       s.requests, requests, s.bytes, want_bytes);
+	printf("%ld replies, %ld bad, %ld receives cancelled\n", s.replies,
+	       s.bad, s.cancelled);
 	rc = s.requests == requests && s.bytes == want_bytes &&
 	     s.replies == requests && !s.bad && s.cancelled == queue - 1 ? 0 : -1;
 	if (waitpid(client, &status, 0) != client || !WIFEXITED(status) ||
