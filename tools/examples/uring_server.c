@@ -22,6 +22,7 @@
  */
 #include <liburing.h>
 #include <poll.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "kcm_example.h"
@@ -247,6 +248,27 @@ static void parse_args(int argc, char **argv)
 	}
 }
 
+/*
+ * io_uring may be left out of a kernel (CONFIG_IO_URING) or turned off
+ * (kernel.io_uring_disabled): say so and exit 4, the kselftest "skip".
+ */
+static void need_uring(void)
+{
+	struct io_uring ring;
+	int ret = io_uring_queue_init(1, &ring, 0);
+
+	/* Without the system call, io_uring_setup(1, NULL) is no EFAULT. */
+	if (ret == -EPERM || (ret < 0 &&
+			      !(syscall(__NR_io_uring_setup, 1, NULL) < 0 &&
+				errno == EFAULT))) {
+		printf("uring_server: io_uring is not available: %s\n",
+		       strerror(-ret));
+		exit(4);
+	}
+	if (!ret)
+		io_uring_queue_exit(&ring);
+}
+
 int main(int argc, char **argv)
 {
 	static struct server s;
@@ -257,6 +279,7 @@ int main(int argc, char **argv)
 
 	parse_args(argc, argv);
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	need_uring();
 	alarm(60);	/* an example must never hang a test run */
 	s.kcm = socket(AF_KCM, SOCK_DGRAM, KCMPROTO_CONNECTED);
 	if (s.kcm < 0)
