@@ -258,7 +258,7 @@ static struct sk_buff *kcm_rx_split_front(struct sk_buff *skb,
 	if (!front)
 		return NULL;
 	for (i = 0; i < n; i++)
-		bytes += kcm_rx_pack_lens(skb)[rxm->next + i];
+		bytes += kcm_pack_lens(skb)[rxm->next + i];
 	share = skb->truesize * n / kcm_rx_left(skb);
 	kcm_rx_msg(front)->nmsgs = rxm->next + n;
 	front->truesize = share;
@@ -827,7 +827,7 @@ static int kcm_rx_pack_seal(struct kcm_psock *psock)
 		return -ENOMEM;
 	}
 	skb_reserve(skb, lsize);
-	memcpy(kcm_rx_pack_lens(skb), psock->rx_pack_lens, lsize);
+	memcpy(kcm_pack_lens(skb), psock->rx_pack_lens, lsize);
 	page = virt_to_head_page(start);
 	get_page(page);
 	skb_fill_page_desc(skb, 0, page, start - (u8 *)page_address(page),

@@ -401,12 +401,6 @@ static void kcm_tx_maybe_yield(struct kcm_sock *kcm)
  * dropped.
  */
 
-/* The lengths of the messages of a pack, in the headroom of its skb. */
-static u16 *kcm_tx_pack_lens(struct sk_buff *skb)
-{
-	return (u16 *)skb->head;
-}
-
 /* Context: lock_sock(kcm) held.  @n more (or fewer) messages queued. */
 static void kcm_tx_queued_add(struct kcm_sock *kcm, int n)
 {
@@ -493,7 +487,7 @@ static int kcm_tx_pack_add(struct kcm_sock *kcm, struct msghdr *msg,
 	}
 	skb_put(skb, len);
 	txm = kcm_tx_msg(skb);
-	kcm_tx_pack_lens(skb)[txm->nmsgs++] = len;
+	kcm_pack_lens(skb)[txm->nmsgs++] = len;
 	if (fresh)
 		__skb_queue_tail(queue, skb);
 	kcm_tx_queued_add(kcm, 1);
@@ -512,7 +506,7 @@ static void kcm_tx_pack_trim_sent(struct kcm_sock *kcm,
 				  struct kcm_psock *psock, struct sk_buff *skb)
 {
 	struct kcm_tx_msg *txm = kcm_tx_msg(skb);
-	u16 *lens = kcm_tx_pack_lens(skb);
+	u16 *lens = kcm_pack_lens(skb);
 	unsigned int n = 0, bytes = 0;
 
 	sock_owned_by_me(&kcm->sk);
@@ -1504,7 +1498,7 @@ static unsigned int __kcm_tx_orphan(struct kcm_sock *kcm,
 	kcm_tx_pack_trim_sent(kcm, psock, skb);
 	if (txm->pack && txm->nmsgs > 1) {
 		dropped = txm->nmsgs - 1;
-		__skb_trim(skb, kcm_tx_pack_lens(skb)[0]);
+		__skb_trim(skb, kcm_pack_lens(skb)[0]);
 		txm->nmsgs = 1;
 	}
 	kcm_tx_queued_add(kcm, -(int)(kcm_tx_nmsgs(skb) + dropped));

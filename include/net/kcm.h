@@ -402,7 +402,7 @@ static inline struct kcm_psock *kcm_psock_of(struct sock *csk)
  * @pos: where the current message starts in the skb
  * @nmsgs: 0 or 1 for an skb holding one message; more for a pack: that
  *	many small messages of one connection back to back, their lengths
- *	a u16 array at skb->head (see kcm_rx_pack_lens())
+ *	a u16 array at skb->head (see kcm_pack_lens())
  * @next: index of the current message of a pack
  * @pack: the skb is a pack: message lengths come from its array, even
  *	when @nmsgs was cut to keep only some of them
@@ -426,8 +426,11 @@ static inline struct kcm_rx_msg *kcm_rx_msg(struct sk_buff *skb)
 	return (struct kcm_rx_msg *)skb->cb;
 }
 
-/* The lengths of the messages of a pack, in the headroom of its skb. */
-static inline u16 *kcm_rx_pack_lens(const struct sk_buff *skb)
+/*
+ * The lengths of the messages of a pack, received or to send: a u16
+ * array in the headroom of its skb.
+ */
+static inline u16 *kcm_pack_lens(const struct sk_buff *skb)
 {
 	return (u16 *)skb->head;
 }
@@ -437,7 +440,7 @@ static inline unsigned int kcm_rx_len_at(struct sk_buff *skb,
 					 unsigned int idx, unsigned int pos)
 {
 	if (kcm_rx_msg(skb)->pack)
-		return kcm_rx_pack_lens(skb)[idx];
+		return kcm_pack_lens(skb)[idx];
 	return skb->len - pos;
 }
 
@@ -465,7 +468,7 @@ static inline unsigned int kcm_rx_left(struct sk_buff *skb)
  *	unattach, and it is being sent again from the start on another
  * @pack: the skb is a pack: @nmsgs small messages back to back in its
  *	linear data, their lengths a u16 array at skb->head
- *	(kcm_tx_pack_lens()); more may join while it is last in the queue
+ *	(kcm_pack_lens()); more may join while it is last in the queue
  * @nmsgs: messages in a pack
  */
 struct kcm_tx_msg {

@@ -41,7 +41,7 @@ static inline unsigned int kcm_trace_rx_bytes(struct sk_buff *skb)
 	if (!rxm->pack)
 		return skb->len - rxm->pos;
 	for (i = rxm->next; i < rxm->nmsgs; i++)
-		bytes += kcm_rx_pack_lens(skb)[i];
+		bytes += kcm_pack_lens(skb)[i];
 	return bytes;
 }
 
