@@ -293,6 +293,24 @@ TEST_DIFFERS(ext_rejoin_half_drained,
 }
 
 /*
+ * Messages queued on the (only) KCM socket, in *@q, and the receive
+ * memory charged per message, in *@each.  Returns 0, or -1 when the
+ * socket's line is missing or nothing is queued.
+ */
+static int queued_cost(long long *q, long long *each)
+{
+	char line[1024];
+
+	if (kcm_ext_find("kcm", NULL, NULL, line, sizeof(line)))
+		return -1;
+	*q = kcm_ext_num(line, "recv_q");
+	if (*q <= 0)
+		return -1;
+	*each = kcm_ext_num(line, "rmem") / *q;
+	return 0;
+}
+
+/*
  * Memory charged per queued 64-byte message, read from rmem and recv_q:
  * at most 1 KB for a message framed alone, far less for messages that
  * arrive together and are queued as packs.  Every message still arrives.
@@ -301,9 +319,9 @@ TEST_DIFFERS(ext_memory_per_message,
 	     "no /proc/net/kcm_ext: the extended view is ours")
 {
 	enum { ALONE = 20, BURST = 200 };
-	long long rmem, q;
+	long long q, each;
 	int kcm, peer, local, i;
-	char line[1024], buf[256];
+	char buf[256];
 
 	kcm_enter_netns();
 	kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
@@ -312,23 +330,19 @@ TEST_DIFFERS(ext_memory_per_message,
 		usleep(2000);
 	}
 	usleep(200000);
-	ASSERT_OK(kcm_ext_find("kcm", NULL, NULL, line, sizeof(line)));
-	rmem = kcm_ext_num(line, "rmem");
-	q = kcm_ext_num(line, "recv_q");
-	TH_LOG("alone: %lld messages queued, %lld bytes each", q, rmem / q);
+	ASSERT_OK(queued_cost(&q, &each));
+	TH_LOG("alone: %lld messages queued, %lld bytes each", q, each);
 	ASSERT_EQ(q, ALONE);
-	ASSERT_LE(rmem / q, 1024);
+	ASSERT_LE(each, 1024);
 	for (i = 0; i < ALONE; i++)
 		ASSERT_EQ(kcm_recv_check(kcm, buf, sizeof(buf)), i);
 
 	ASSERT_OK(kcm_send_msgs(peer, ALONE, BURST, 60));
 	usleep(300000);
-	ASSERT_OK(kcm_ext_find("kcm", NULL, NULL, line, sizeof(line)));
-	rmem = kcm_ext_num(line, "rmem");
-	q = kcm_ext_num(line, "recv_q");
-	TH_LOG("burst: %lld messages queued, %lld bytes each", q, rmem / q);
+	ASSERT_OK(queued_cost(&q, &each));
+	TH_LOG("burst: %lld messages queued, %lld bytes each", q, each);
 	ASSERT_EQ(q, BURST);
-	ASSERT_LE(rmem / q, 256);
+	ASSERT_LE(each, 256);
 	for (i = 0; i < BURST; i++)
 		ASSERT_EQ(kcm_recv_check(kcm, buf, sizeof(buf)), ALONE + i);
 	close(kcm);
