@@ -263,6 +263,39 @@ static int batch_kcm(int type, int *peer, int *local)
 	return batch_kcm_tcp(type, peer, local, 0);
 }
 
+/*
+ * The tests that hold for both message types run as "batch.dgram.NAME"
+ * and "batch.seqpacket.NAME": one KCM socket of that type, with the
+ * batch-sized receive buffer, fed by one TCP connection from self->peer.
+ */
+FIXTURE(batch) {
+	int kcm, peer, local;
+};
+
+FIXTURE_VARIANT(batch) {
+	int type;
+};
+
+FIXTURE_VARIANT_ADD(batch, dgram) {
+	.type = SOCK_DGRAM,
+};
+
+FIXTURE_VARIANT_ADD(batch, seqpacket) {
+	.type = SOCK_SEQPACKET,
+};
+
+FIXTURE_SETUP(batch)
+{
+	self->kcm = batch_kcm(variant->type, &self->peer, &self->local);
+}
+
+FIXTURE_TEARDOWN(batch)
+{
+	close(self->kcm);
+	close(self->peer);
+	close(self->local);
+}
+
 /* ---- checking a batch ------------------------------------------------- */
 
 /*
@@ -496,11 +529,11 @@ enum { BY_COUNT, BY_EXACT, BY_SHORT };
  * by one a byte short of taking the next one too (BY_SHORT); the last
  * batch of each run stops on the empty queue.
  */
-static void boundaries(int type)
+TEST_F_DIFFERS(batch, boundaries, NO_BATCH)
 {
 	enum { N = 40, K = 4 };
 	static struct stream s;
-	int peer, local, kcm = batch_kcm(type, &peer, &local);
+	int peer = self->peer, kcm = self->kcm;
 	int how, phase, p, want;
 	size_t len;
 
@@ -534,26 +567,16 @@ static void boundaries(int type)
 	}
 }
 
-TEST_DIFFERS(batch_boundaries_dgram, NO_BATCH)
-{
-	boundaries(SOCK_DGRAM);
-}
-
-TEST_DIFFERS(batch_boundaries_seqpacket, NO_BATCH)
-{
-	boundaries(SOCK_SEQPACKET);
-}
-
 /*
  * Random counts (2..10), buffer sizes (from the next message's size to
  * past what the count allows) and iovec cuts, each call against the
  * model: nothing lost, reordered, split or written outside the batch.
  */
-static void random_splits(int type)
+TEST_F_DIFFERS(batch, random_splits, NO_BATCH)
 {
 	enum { N = 48, ROUNDS = 6 };
 	static struct stream s;
-	int peer, local, kcm = batch_kcm(type, &peer, &local);
+	int peer = self->peer, kcm = self->kcm;
 	int round, p, batch, more;
 	size_t lo, hi;
 
@@ -571,16 +594,6 @@ static void random_splits(int type)
 		}
 		ASSERT_ERRNO(recv(kcm, rbuf, BUFSZ, MSG_DONTWAIT), EAGAIN);
 	}
-}
-
-TEST_DIFFERS(batch_random_splits_dgram, NO_BATCH)
-{
-	random_splits(SOCK_DGRAM);
-}
-
-TEST_DIFFERS(batch_random_splits_seqpacket, NO_BATCH)
-{
-	random_splits(SOCK_SEQPACKET);
 }
 
 /* A batched MSG_PEEK checked against the model; consumes nothing. */
@@ -605,11 +618,11 @@ static void peek_model(int kcm, const struct stream *s, int p, size_t len,
  * one-message reads (option 0 and 1) and peeks, from wherever the last
  * read stopped.
  */
-static void tiny_mixed(int type)
+TEST_F_DIFFERS(batch, tiny_mixed, NO_BATCH)
 {
 	enum { N = 250, ROUNDS = 3 };
 	static struct stream s;
-	int peer, local, kcm = batch_kcm(type, &peer, &local);
+	int peer = self->peer, kcm = self->kcm;
 	int round, p, i, batch, more;
 	size_t lo, hi, len;
 
@@ -641,16 +654,6 @@ static void tiny_mixed(int type)
 		}
 		ASSERT_ERRNO(recv(kcm, rbuf, BUFSZ, MSG_DONTWAIT), EAGAIN);
 	}
-}
-
-TEST_DIFFERS(batch_tiny_mixed_dgram, NO_BATCH)
-{
-	tiny_mixed(SOCK_DGRAM);
-}
-
-TEST_DIFFERS(batch_tiny_mixed_seqpacket, NO_BATCH)
-{
-	tiny_mixed(SOCK_SEQPACKET);
 }
 
 /* Messages of up to 200 KB among small ones, in one batch and split. */
@@ -757,10 +760,10 @@ TEST_DIFFERS(batch_first_too_big_seqpacket, NO_BATCH)
 
 /* ---- MSG_PEEK, poll ---------------------------------------------------- */
 
-static void peek_then_read(int type)
+TEST_F_DIFFERS(batch, peek, NO_BATCH)
 {
 	static struct stream s;
-	int peer, local, kcm = batch_kcm(type, &peer, &local), i;
+	int peer = self->peer, kcm = self->kcm, i;
 	struct batch b;
 
 	stream_build(&s, 12, 500, 5);
@@ -784,16 +787,6 @@ static void peek_then_read(int type)
 	recv_buf(kcm, rbuf, BUFSZ, 0, CTL_FULL, &b);
 	check_batch(&b, rbuf, &s, 10, 2, 1);
 	ASSERT_ERRNO(recv(kcm, rbuf, BUFSZ, MSG_PEEK | MSG_DONTWAIT), EAGAIN);
-}
-
-TEST_DIFFERS(batch_peek_dgram, NO_BATCH)
-{
-	peek_then_read(SOCK_DGRAM);
-}
-
-TEST_DIFFERS(batch_peek_seqpacket, NO_BATCH)
-{
-	peek_then_read(SOCK_SEQPACKET);
 }
 
 TEST_DIFFERS(batch_poll, NO_BATCH)
@@ -1193,11 +1186,11 @@ TEST_DIFFERS(batch_two_readers, NO_BATCH)
  * second read whole by the next call.  A first message that faults is
  * EFAULT and nothing is consumed.
  */
-static void fault_mid_batch(int type)
+TEST_F_DIFFERS(batch, fault_mid_batch, NO_BATCH)
 {
 	static const size_t plen[] = { 200, 600, 100 };
 	static struct stream s;
-	int peer, local, kcm = batch_kcm(type, &peer, &local), p;
+	int peer = self->peer, kcm = self->kcm, p;
 	long pg = sysconf(_SC_PAGESIZE);
 	struct batch b;
 	char *area, *buf;
@@ -1224,16 +1217,6 @@ static void fault_mid_batch(int type)
 	ASSERT_EQ(read_model(kcm, &s, &p, BUFSZ, 8, 1), 2);
 	ASSERT_ERRNO(recv(kcm, rbuf, BUFSZ, MSG_DONTWAIT), EAGAIN);
 	munmap(area, 2 * pg);
-}
-
-TEST_DIFFERS(batch_fault_mid_batch_dgram, NO_BATCH)
-{
-	fault_mid_batch(SOCK_DGRAM);
-}
-
-TEST_DIFFERS(batch_fault_mid_batch_seqpacket, NO_BATCH)
-{
-	fault_mid_batch(SOCK_SEQPACKET);
 }
 
 KCM_TEST_MAIN

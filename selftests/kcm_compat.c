@@ -143,7 +143,7 @@ TEST(abi_32bit_layout)
 	ASSERT_EQ(sizeof(long), 4);
 	ASSERT_OK(uname(&u));
 	if (strcmp(u.machine, "x86_64"))
-		SKIP("kernel is %s, not x86_64: no compat path", u.machine);
+		SKIP(return, "kernel is %s, not x86_64: no compat path", u.machine);
 	/* Only the fprog differs from the 64-bit layout (8 + 8 there). */
 	ASSERT_EQ(sizeof(struct sock_fprog), 8);
 	ASSERT_EQ(offsetof(struct sock_fprog, filter), 4);

@@ -71,7 +71,7 @@ TEST(allocations_fail)
 		mount("debugfs", DBG, "debugfs", 0, NULL);
 	if (access(DBG "/failslab", F_OK) ||
 	    access("/proc/thread-self/make-it-fail", F_OK))
-		SKIP("no failslab in this kernel (CONFIG_FAILSLAB)");
+		SKIP(return, "no failslab in this kernel (CONFIG_FAILSLAB)");
 	ASSERT_OK(faults_setup("failslab", 10));
 	if (!access(DBG "/fail_page_alloc", F_OK))
 		ASSERT_OK(faults_setup("fail_page_alloc", 10));

@@ -250,7 +250,7 @@ static inline long long kcm_ext_num(const char *line, const char *key)
 static inline void kcm_enter_netns(void)
 {
 	if (unshare(CLONE_NEWNET) < 0)
-		SKIP("unshare(CLONE_NEWNET): %s", strerror(errno));
+		SKIP(return, "unshare(CLONE_NEWNET): %s", strerror(errno));
 }
 
 /* In the child of kcm_cmd(): runs @argv with stdout and stderr to @fd. */
@@ -334,10 +334,10 @@ static inline void kcm_need_iproute2(const char *tool)
 	int rc = kcm_cmd(out, sizeof(out), "%s -V", tool);
 
 	if (rc == 127)
-		SKIP("%s(8) not found in PATH: install iproute2", tool);
+		SKIP(return, "%s(8) not found in PATH: install iproute2", tool);
 	out[strcspn(out, "\n")] = 0;
 	if (rc || !strstr(out, "iproute2"))
-		SKIP("%s in PATH is not iproute2's: %s -V: exit %d: %s", tool,
+		SKIP(return, "%s in PATH is not iproute2's: %s -V: exit %d: %s", tool,
 		     tool, rc, out);
 }
 

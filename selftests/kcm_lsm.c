@@ -29,7 +29,7 @@ static int lsm_attach(const char *hook, struct bpf_insn *prog,
 
 	id = kcm_btf_func_id(hook);
 	if (id < 0)
-		SKIP("no BTF for %s (CONFIG_BPF_LSM?)", hook);
+		SKIP(return -1, "no BTF for %s (CONFIG_BPF_LSM?)", hook);
 	lsm_map = kcm_bpf_array_map(sizeof(struct lsm_state));
 	ASSERT_GE(lsm_map, 0);
 	prog[map_at].imm = lsm_map;
@@ -41,7 +41,7 @@ static int lsm_attach(const char *hook, struct bpf_insn *prog,
 	}
 	link = kcm_bpf_attach_tracing(fd);
 	if (link < 0 && errno == EOPNOTSUPP)
-		SKIP("BPF LSM is not active (lsm= boot option)");
+		SKIP(return -1, "BPF LSM is not active (lsm= boot option)");
 	ASSERT_GE(link, 0);
 	return link;
 }

@@ -62,10 +62,10 @@ static void trace_start(void)
 {
 	if (access(TRACEFS "/trace", F_OK) &&
 	    mount("tracefs", TRACEFS, "tracefs", 0, NULL))
-		SKIP("tracefs unavailable: mount on %s: %s", TRACEFS,
+		SKIP(return, "tracefs unavailable: mount on %s: %s", TRACEFS,
 		     strerror(errno));
 	if (!is_dir(TRACEFS "/events"))
-		SKIP("tracefs has no events: kernel without event tracing");
+		SKIP(return, "tracefs has no events: kernel without event tracing");
 	/* Fails (not skips) for a module without our events. */
 	if (!is_dir(TRACEFS "/events/kcm"))
 		TH_LOG("no %s/events/kcm: the module has no kcm events", TRACEFS);

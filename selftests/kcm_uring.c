@@ -39,7 +39,7 @@ static void uring_init(struct io_uring *ring)
 	int ret = io_uring_queue_init(64, ring, 0);
 
 	if (ret == -EPERM || (ret < 0 && !uring_syscall_exists()))
-		SKIP("io_uring disabled: io_uring_setup: %s", strerror(-ret));
+		SKIP(return, "io_uring disabled: io_uring_setup: %s", strerror(-ret));
 	ASSERT_EQ(ret, 0);
 }
 
@@ -301,7 +301,7 @@ static struct io_uring_buf_ring *buf_ring(struct io_uring *ring, char *mem)
 	reg.ring_addr = (unsigned long)br;
 	ret = io_uring_register_buf_ring(ring, &reg, 0);
 	if (ret == -EINVAL || ret == -EOPNOTSUPP)
-		SKIP("no provided buffer rings: %s", strerror(-ret));
+		SKIP(return NULL, "no provided buffer rings: %s", strerror(-ret));
 	ASSERT_EQ(ret, 0);
 	io_uring_buf_ring_init(br);
 	for (i = 0; i < NBUFS; i++)
