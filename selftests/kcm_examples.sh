@@ -15,7 +15,13 @@
 #                    every request received whole, naming its connection
 
 set -u
-cd "$(dirname "$0")/../examples" || { echo "not ok 1 examples: no ../examples"; exit 1; }
+# make check stages the examples beside the suite; the kselftest copy in a
+# kernel tree carries the suite alone (they are tools/examples/ here).
+if [ ! -d "$(dirname "$0")/../examples" ]; then
+	echo "1..0 # SKIP the examples are not staged beside the suite (make check stages them)"
+	exit 4
+fi
+cd "$(dirname "$0")/../examples" || exit 1
 n=0
 failed=0
 
