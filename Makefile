@@ -19,6 +19,9 @@
 #                   prefixes it) then depmod; kcmstat and the kcm(7) man
 #                   page under $(DESTDIR)$(PREFIX).  make uninstall undoes it.
 #   make deps       apt-get install what all of the above needs
+#   make kselftest-tree KSRC=<kernel source>  the selftests into that tree
+#                   as tools/testing/selftests/net/kcm (and our UAPI
+#                   header as its include/uapi/linux/kcm.h)
 
 # The kernel (tools/testing/kver.sh, which prints its choice): KVER=<version>
 # picks one; KDIR=<headers or build tree> builds against any other.  Unset,
@@ -59,7 +62,7 @@ PROFILE_ARGS ?=
 
 .PHONY: all modules clean check run lint deps deps-check selftests tools \
 	debug-kernel check-debug bench profile install uninstall \
-	check-on run-on bench-on profile-on lint-on
+	check-on run-on bench-on profile-on lint-on kselftest-tree
 
 all: modules
 
@@ -95,6 +98,11 @@ uninstall:
 	rm -f $(MOD_DIR)/kcm.ko $(DESTDIR)$(PREFIX)/bin/kcmstat \
 		$(DESTDIR)$(PREFIX)/share/man/man7/kcm.7
 	$(DEPMOD) -a $(KVER)
+
+# The kselftest target (selftests/Makefile, tools/testing/kselftest-tree.sh)
+kselftest-tree:
+	@test -n "$(KSRC)" || { echo "kcm: make kselftest-tree KSRC=<kernel source tree>" >&2; exit 1; }
+	tools/testing/kselftest-tree.sh $(KSRC)
 
 deps-check:
 	@tools/deps.sh ensure

@@ -13,6 +13,8 @@ PKGS=(
 	qemu-system-x86 busybox-static
 	# ip and tc in the VM: the selftests' namespaces, veth and netem
 	iproute2
+	# the kernel's kselftest install (lib.mk copies with rsync)
+	rsync
 	sparse shellcheck linux-source-6.1 perl python3
 	# the debug kernel (make check-debug): pahole (dwarves) makes its BTF
 	flex bison libelf-dev libssl-dev dwarves util-linux

@@ -116,6 +116,18 @@ if [ -z "$vm_only" ]; then
 	"$top/tools/testing/vm/test-scan.sh" | tee -a "$log"
 fi
 
+# The suite as a kselftest target in a kernel tree (our module only): built
+# there by lib.mk and installed with run_kselftest.sh, which the guest
+# then runs for kcm_basic after the suite.
+if [ "$kind" = ours ] && [ -z "$vm_only" ] && [ -z "${KCM_SKIP_KSELFTEST:-}" ]; then
+	echo "# kselftest: TARGETS=net/kcm in a kernel tree"
+	"$top/tools/testing/kselftest-check.sh" --out "$build/kselftest" | tee -a "$log"
+	if [ -x "$build/kselftest/install/run_kselftest.sh" ]; then
+		cp -a "$build/kselftest/install" "$payload/kselftest"
+		run="$run; st=\$?; kselftest/run_kselftest.sh -t net/kcm:kcm_basic; exit \$st"
+	fi
+fi
+
 # The kernel choice (kver.sh, the rig goals) on made-up machines.
 if [ -z "$vm_only" ]; then
 	echo "# kernel choice: tools/testing/kver.sh and make -n"

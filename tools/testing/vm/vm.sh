@@ -302,6 +302,10 @@ for tool in /bin/ip /sbin/tc; do
 	fi
 done
 
+# coreutils' timeout: the kselftest runner (run_kselftest.sh) calls
+# /usr/bin/timeout --foreground, which busybox's applet does not know.
+install_dynamic "$(PATH=$host_path command -v timeout)" /usr/bin/timeout
+
 # Copy a .ko (maybe compressed) to $2 uncompressed: busybox insmod may not
 # decompress.
 install_ko() {
