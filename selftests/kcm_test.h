@@ -249,8 +249,11 @@ static inline void kcm_test_register_f(struct kcm_fixture *f, const char *name,
 #define ASSERT_GT(a, b)		__CMP(a, >, b, 1)
 #define ASSERT_TRUE(c)		__CHECK(c, 1, "%s", "")
 #define EXPECT_EQ(a, b)		__CMP(a, ==, b, 0)
+#define EXPECT_NE(a, b)		__CMP(a, !=, b, 0)
 #define EXPECT_GE(a, b)		__CMP(a, >=, b, 0)
+#define EXPECT_GT(a, b)		__CMP(a, >, b, 0)
 #define EXPECT_LE(a, b)		__CMP(a, <=, b, 0)
+#define EXPECT_LT(a, b)		__CMP(a, <, b, 0)
 #define EXPECT_TRUE(c)		__CHECK(c, 0, "%s", "")
 
 /* A call that must fail with @err: checks both the -1 and errno. */

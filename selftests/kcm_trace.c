@@ -324,6 +324,7 @@ TEST_DIFFERS(trace_exchange, "no kcm trace events")
 	EXPECT_EQ(num(e, "kcm"), 0);
 	EXPECT_EQ(num(e, "psock"), 0);
 	EXPECT_EQ(num(e, "len"), len);
+	EXPECT_EQ(num(e, "msgs"), 1);
 	EXPECT_EQ(num(e, "retried"), 0);
 	e = nth("kcm_psock_unattach", 0);
 	EXPECT_EQ(num(e, "mux"), mux);
@@ -607,6 +608,53 @@ TEST_DIFFERS(trace_tx_drop, "no kcm trace events")
 	EXPECT_EQ(num(&evs[0], "conn"), -1);
 	EXPECT_EQ(num(&evs[0], "err"), 0);
 	EXPECT_EQ(num(&evs[0], "msgs"), 3);
+}
+
+/*
+ * A sendmmsg() batch of small messages goes to TCP in packs: fewer
+ * kcm_tx_sent events than messages, whose msgs and len add up to the
+ * batch, every message arriving whole and in order.
+ */
+TEST_DIFFERS(trace_tx_pack, "no kcm trace events")
+{
+	enum { N = 32, PLEN = 40 };
+	static char msgs[N][KCM_HDR + PLEN];
+	int kcm, peer, local, i, n;
+	struct mmsghdr mm[N];
+	struct iovec iov[N];
+	long long mux;
+	size_t len = 0;
+
+	kcm_enter_netns();
+	kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+	mux = mux_id();
+	memset(mm, 0, sizeof(mm));
+	for (i = 0; i < N; i++) {
+		iov[i].iov_base = msgs[i];
+		iov[i].iov_len = kcm_msg_build(msgs[i], PLEN, i);
+		len += iov[i].iov_len;
+		mm[i].msg_hdr.msg_iov = &iov[i];
+		mm[i].msg_hdr.msg_iovlen = 1;
+	}
+	trace_start();
+	ASSERT_EQ(sendmmsg(kcm, mm, N, 0), N);
+	for (i = 0; i < N; i++) {
+		ASSERT_EQ(kcm_tcp_read_msg(peer, rbuf, sizeof(rbuf)),
+			  iov[i].iov_len);
+		ASSERT_EQ(kcm_msg_check(rbuf, iov[i].iov_len), i);
+	}
+	trace_stop();
+	n = count("kcm_tx_sent");
+	TH_LOG("%d messages in %d kcm_tx_sent events", N, n);
+	ASSERT_GE(n, 1);
+	EXPECT_LT(n, N);
+	EXPECT_EQ(sum("kcm_tx_sent", "msgs"), N);
+	EXPECT_EQ(sum("kcm_tx_sent", "len"), len);
+	for (i = 0; i < n; i++) {
+		EXPECT_EQ(num(nth("kcm_tx_sent", i), "mux"), mux);
+		EXPECT_EQ(num(nth("kcm_tx_sent", i), "retried"), 0);
+	}
+	close(kcm);
 }
 
 KCM_TEST_MAIN

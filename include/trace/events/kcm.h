@@ -257,8 +257,9 @@ TRACE_EVENT(kcm_rx_timeout,
 );
 
 /*
- * A message was written whole to a psock's TCP socket; @kcm is NULL for
- * the rest of one whose KCM socket closed (kcm=-1).
+ * A message, or a pack of @msgs small ones, was written whole to a
+ * psock's TCP socket; @kcm is NULL for the rest of one whose KCM socket
+ * closed (kcm=-1).
  */
 TRACE_EVENT(kcm_tx_sent,
 	    TP_PROTO(const struct kcm_psock *psock, const struct kcm_sock *kcm,
@@ -268,17 +269,19 @@ TRACE_EVENT(kcm_tx_sent,
 			     __field(int, kcm)
 			     __field(unsigned int, psock)
 			     __field(unsigned int, len)
+			     __field(unsigned int, msgs)
 			     __field(bool, retried)
 	    ),
 	    TP_fast_assign(__entry->mux = psock->mux->id;
 			   __entry->kcm = kcm ? kcm->index : -1;
 			   __entry->psock = psock->index;
 			   __entry->len = skb->len;
+			   __entry->msgs = kcm_tx_nmsgs(skb);
 			   __entry->retried = kcm_tx_msg(skb)->retried;
 	    ),
-	    TP_printk("mux=%u kcm=%d psock=%u len=%u retried=%d",
+	    TP_printk("mux=%u kcm=%d psock=%u len=%u msgs=%u retried=%d",
 		      __entry->mux, __entry->kcm, __entry->psock, __entry->len,
-		      __entry->retried)
+		      __entry->msgs, __entry->retried)
 );
 
 /*
