@@ -151,6 +151,8 @@ void set_int(int fd, int level, int name, int val);
 int get_int(int fd, int level, int name);
 void set_timeo(int fd, int name, double s);
 void set_nonblock(int fd);
+struct mmsghdr *mmsg_alloc(int n);
+void mmsg_free(struct mmsghdr *mm);
 void conns_alloc(int n);
 void tcp_pairs(int n);
 void tcp_rcvbuf(int fd);
@@ -173,11 +175,13 @@ struct stream_rd {
 
 void *stream_sender(void *arg);
 void *stream_reader(void *arg);
+void stream_readers(const int *fds, unsigned int nsrc, bool reply);
 
 /* kcmperf_user.c */
 void user_framer(void);
 
 /* kcmperf_rx.c, kcmperf_tx.c, kcmperf_rr.c */
+void setup_receivers(void);
 void *kcm_reader(void *arg);
 void *kcm_sender(void *arg);
 void kcm_answer(int fd, char *p);

@@ -323,6 +323,31 @@ void set_nonblock(int fd)
 		die_errno("fcntl(O_NONBLOCK)");
 }
 
+/*
+ * @n mmsghdrs for recvmmsg() or sendmmsg(), each with an iovec of its own;
+ * the iovecs are one array, at mm[0].msg_hdr.msg_iov.
+ */
+struct mmsghdr *mmsg_alloc(int n)
+{
+	struct mmsghdr *mm = calloc(n, sizeof(*mm));
+	struct iovec *iov = calloc(n, sizeof(*iov));
+	int i;
+
+	if (!mm || !iov)
+		die("out of memory");
+	for (i = 0; i < n; i++) {
+		mm[i].msg_hdr.msg_iov = &iov[i];
+		mm[i].msg_hdr.msg_iovlen = 1;
+	}
+	return mm;
+}
+
+void mmsg_free(struct mmsghdr *mm)
+{
+	free(mm[0].msg_hdr.msg_iov);
+	free(mm);
+}
+
 /* Room for @n connections in peer[] and local[]. */
 void conns_alloc(int n)
 {

@@ -141,36 +141,13 @@ static int report_rr(bool watchdog)
 
 static void setup_rr(void)
 {
-	static struct stream_rd rd[MAX_CONNS];
 	long i;
 
 	for (i = 0; i < opt.conns; i++) {
 		set_int(peer[i], IPPROTO_TCP, TCP_NODELAY, 1);
 		set_int(local[i], IPPROTO_TCP, TCP_NODELAY, 1);
-		tcp_rcvbuf(local[i]);
 	}
-	switch (opt.impl) {
-	case IMPL_KCM:
-		/* a mux per connection: the answer goes back on it */
-		for (i = 0; i < opt.conns; i++)
-			kcm_mux(&local[i], 1);
-		for (i = 0; i < n_kfd; i++)
-			spawn(kcm_reader, (void *)i);
-		n_rx = n_kfd;
-		break;
-	case IMPL_USER:
-		user_framer();
-		break;
-	case IMPL_RAW:
-		for (i = 0; i < opt.conns; i++) {
-			rd[i] = (struct stream_rd){ .fd = local[i], .idx = i,
-						    .nsrc = opt.conns,
-						    .reply = true };
-			spawn(stream_reader, &rd[i]);
-		}
-		n_rx = opt.conns;
-		break;
-	}
+	setup_receivers();
 	for (i = 0; i < opt.conns; i++) {
 		clients[i].idx = i;
 		spawn(rr_client, &clients[i]);
