@@ -26,9 +26,9 @@ static void proc_expect(int muxes, int socks)
 static void check_kcm_socket(int fd, int type)
 {
 	ASSERT_GE(fd, 0);
-	EXPECT_EQ(kcm_sockopt_int(fd, SOL_SOCKET, SO_DOMAIN), AF_KCM);
-	EXPECT_EQ(kcm_sockopt_int(fd, SOL_SOCKET, SO_TYPE), type);
-	EXPECT_EQ(kcm_sockopt_int(fd, SOL_SOCKET, SO_PROTOCOL),
+	EXPECT_EQ(kcm_u_getsockopt_int(fd, SOL_SOCKET, SO_DOMAIN), AF_KCM);
+	EXPECT_EQ(kcm_u_getsockopt_int(fd, SOL_SOCKET, SO_TYPE), type);
+	EXPECT_EQ(kcm_u_getsockopt_int(fd, SOL_SOCKET, SO_PROTOCOL),
 		  KCMPROTO_CONNECTED);
 }
 
@@ -112,10 +112,10 @@ static void clone_checks(int type)
 	kcm_enter_netns();
 	fd = kcm_socket(type);
 	ASSERT_GE(fd, 0);
-	c1 = kcm_clone_fd(fd);
+	c1 = kcm_u_clone(fd);
 	check_kcm_socket(c1, type);
 	ASSERT_NE(c1, fd);
-	c2 = kcm_clone_fd(c1);		/* a clone of a clone */
+	c2 = kcm_u_clone(c1);		/* a clone of a clone */
 	check_kcm_socket(c2, type);
 	ASSERT_NE(c2, c1);
 	/* Clones are not close-on-exec (upstream ABI; see kcm_ext accept4). */
@@ -180,7 +180,7 @@ TEST(clone_out_of_fds)
 	while (dup(fd) >= 0)
 		;
 	ASSERT_EQ(errno, EMFILE);
-	ASSERT_ERRNO(kcm_clone_fd(fd), EMFILE);
+	ASSERT_ERRNO(kcm_u_clone(fd), EMFILE);
 	/* Room for fopen(): the limit goes back up (we are root). */
 	ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
 	ASSERT_EQ(kcm_proc_read(&p), 0);
@@ -208,7 +208,7 @@ TEST(close_clone_first)
 
 	kcm_enter_netns();
 	fd = kcm_socket(SOCK_DGRAM);
-	c = kcm_clone_fd(fd);
+	c = kcm_u_clone(fd);
 	ASSERT_GE(c, 0);
 	ASSERT_EQ(close(c), 0);
 	ASSERT_EQ(kcm_proc_read(&p), 0);
@@ -216,7 +216,7 @@ TEST(close_clone_first)
 	ASSERT_EQ(p.kcms[0], 1);
 	ASSERT_EQ(p.socks, 1);
 	/* The original still clones into the same mux. */
-	c = kcm_clone_fd(fd);
+	c = kcm_u_clone(fd);
 	ASSERT_GE(c, 0);
 	ASSERT_EQ(kcm_proc_read(&p), 0);
 	ASSERT_EQ(p.muxes, 1);
@@ -233,14 +233,14 @@ TEST(close_original_first)
 
 	kcm_enter_netns();
 	fd = kcm_socket(SOCK_SEQPACKET);
-	c = kcm_clone_fd(fd);
+	c = kcm_u_clone(fd);
 	ASSERT_GE(c, 0);
 	ASSERT_EQ(close(fd), 0);
 	/* The mux lives on with the clone. */
 	ASSERT_EQ(kcm_proc_read(&p), 0);
 	ASSERT_EQ(p.muxes, 1);
 	ASSERT_EQ(p.kcms[0], 1);
-	c2 = kcm_clone_fd(c);
+	c2 = kcm_u_clone(c);
 	check_kcm_socket(c2, SOCK_SEQPACKET);
 	ASSERT_EQ(kcm_proc_read(&p), 0);
 	ASSERT_EQ(p.muxes, 1);
@@ -261,7 +261,7 @@ TEST(close_via_exit)
 	if (pid == 0) {
 		int fd = kcm_socket(SOCK_DGRAM);
 
-		if (fd < 0 || kcm_clone_fd(fd) < 0)
+		if (fd < 0 || kcm_u_clone(fd) < 0)
 			_exit(1);
 		_exit(0);	/* the kernel closes both */
 	}
@@ -282,9 +282,9 @@ TEST(many_muxes)
 	for (i = 0; i < MANY_MUXES; i++) {
 		fds[i][0] = kcm_socket(i % 2 ? SOCK_DGRAM : SOCK_SEQPACKET);
 		ASSERT_GE(fds[i][0], 0);
-		fds[i][1] = kcm_clone_fd(fds[i][0]);
+		fds[i][1] = kcm_u_clone(fds[i][0]);
 		ASSERT_GE(fds[i][1], 0);
-		fds[i][2] = kcm_clone_fd(fds[i][1]);
+		fds[i][2] = kcm_u_clone(fds[i][1]);
 		ASSERT_GE(fds[i][2], 0);
 	}
 	ASSERT_EQ(kcm_proc_read(&p), 0);
@@ -333,7 +333,7 @@ TEST(proc_per_netns)
 	a2 = kcm_socket(SOCK_SEQPACKET);
 	ASSERT_GE(a1, 0);
 	ASSERT_GE(a2, 0);
-	ASSERT_GE(kcm_clone_fd(a2), 0);
+	ASSERT_GE(kcm_u_clone(a2), 0);
 	proc_expect(2, 3);
 
 	ASSERT_EQ(pipe(pipefd), 0);
@@ -347,7 +347,7 @@ TEST(proc_per_netns)
 		ASSERT_GE(b, 0);
 		proc_expect(1, 1);
 		/* A clone made here joins the mux of the first namespace. */
-		ASSERT_GE(kcm_clone_fd(a1), 0);
+		ASSERT_GE(kcm_u_clone(a1), 0);
 		proc_expect(1, 1);
 		c = 1;
 		ASSERT_EQ(write(pipefd[1], &c, 1), 1);
@@ -399,16 +399,16 @@ TEST(recv_disable_option)
 	int val;
 
 	ASSERT_GE(fd, 0);
-	EXPECT_EQ(kcm_sockopt_int(fd, SOL_KCM, KCM_RECV_DISABLE), 0);
+	EXPECT_EQ(kcm_u_getsockopt_int(fd, SOL_KCM, KCM_RECV_DISABLE), 0);
 	val = 1;
 	ASSERT_OK(setsockopt(fd, SOL_KCM, KCM_RECV_DISABLE, &val, sizeof(val)));
-	EXPECT_EQ(kcm_sockopt_int(fd, SOL_KCM, KCM_RECV_DISABLE), 1);
+	EXPECT_EQ(kcm_u_getsockopt_int(fd, SOL_KCM, KCM_RECV_DISABLE), 1);
 	val = 42;	/* any non-zero value disables */
 	ASSERT_OK(setsockopt(fd, SOL_KCM, KCM_RECV_DISABLE, &val, sizeof(val)));
-	EXPECT_EQ(kcm_sockopt_int(fd, SOL_KCM, KCM_RECV_DISABLE), 1);
+	EXPECT_EQ(kcm_u_getsockopt_int(fd, SOL_KCM, KCM_RECV_DISABLE), 1);
 	val = 0;
 	ASSERT_OK(setsockopt(fd, SOL_KCM, KCM_RECV_DISABLE, &val, sizeof(val)));
-	EXPECT_EQ(kcm_sockopt_int(fd, SOL_KCM, KCM_RECV_DISABLE), 0);
+	EXPECT_EQ(kcm_u_getsockopt_int(fd, SOL_KCM, KCM_RECV_DISABLE), 0);
 
 	/* A short buffer is refused on set and truncates on get. */
 	ASSERT_ERRNO(setsockopt(fd, SOL_KCM, KCM_RECV_DISABLE, &val, 2),
@@ -429,7 +429,7 @@ TEST(recv_disable_in_proc)
 
 	kcm_enter_netns();
 	fd = kcm_socket(SOCK_DGRAM);
-	c = kcm_clone_fd(fd);
+	c = kcm_u_clone(fd);
 	ASSERT_GE(c, 0);
 	ASSERT_EQ(kcm_proc_read(&p), 0);
 	ASSERT_EQ(p.socks, 2);
@@ -467,7 +467,7 @@ TEST(unknown_options)
 	/* Generic socket options work as on any socket. */
 	val = 65536;
 	ASSERT_OK(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &val, sizeof(val)));
-	EXPECT_EQ(kcm_sockopt_int(fd, SOL_SOCKET, SO_RCVBUF), 2 * 65536);
+	EXPECT_EQ(kcm_u_getsockopt_int(fd, SOL_SOCKET, SO_RCVBUF), 2 * 65536);
 	close(fd);
 }
 

@@ -40,7 +40,7 @@ static int set_batch(int fd, int n)
 
 static int get_batch(int fd)
 {
-	return kcm_sockopt_int(fd, SOL_KCM, KCM_RECV_BATCH);
+	return kcm_u_getsockopt_int(fd, SOL_KCM, KCM_RECV_BATCH);
 }
 
 static int set_conn_id(int fd, int on)
@@ -146,7 +146,7 @@ static void recv_buf(int fd, void *buf, size_t len, int flags, size_t ctl,
 struct stream {
 	int n;
 	size_t off[NMAX + 1];
-	char data[NMAX * (KCM_HDR + MAXPLEN)];
+	char data[NMAX * (KCM_U_HDR + MAXPLEN)];
 };
 
 static size_t msg_len(const struct stream *s, int i)
@@ -163,9 +163,9 @@ static size_t span(const struct stream *s, int p, int k)
 static void stream_add(struct stream *s, size_t plen, uint32_t seq)
 {
 	ASSERT_LT(s->n, NMAX);
-	ASSERT_LE(s->off[s->n] + KCM_HDR + plen, sizeof(s->data));
+	ASSERT_LE(s->off[s->n] + KCM_U_HDR + plen, sizeof(s->data));
 	s->off[s->n + 1] = s->off[s->n] +
-			   kcm_msg_build(s->data + s->off[s->n], plen, seq);
+			   kcm_u_msg_build(s->data + s->off[s->n], plen, seq);
 	s->n++;
 }
 
@@ -230,7 +230,7 @@ static void wait_queued(int fd, int n, size_t bytes)
 
 static void stream_queue(int kcm, int peer, const struct stream *s)
 {
-	ASSERT_OK(kcm_write_all(peer, s->data, s->off[s->n]));
+	ASSERT_OK(kcm_u_write_all(peer, s->data, s->off[s->n]));
 	wait_queued(kcm, s->n, s->off[s->n]);
 }
 
@@ -241,20 +241,20 @@ static void stream_queue(int kcm, int peer, const struct stream *s)
  */
 static int batch_kcm_tcp(int type, int *peer, int *local, int tcp_rcvbuf)
 {
-	int kcm = kcm_socket(type), prog = kcm_parser_len4(), big = 8 << 20;
+	int kcm = kcm_socket(type), prog = kcm_u_parser_len4(), big = 8 << 20;
 
 	ASSERT_GE(kcm, 0);
 	ASSERT_GE(prog, 0);
-	ASSERT_OK(kcm_tcp_pair(peer, local));
+	ASSERT_OK(kcm_u_tcp_pair(peer, local));
 	if (tcp_rcvbuf)
 		ASSERT_OK(setsockopt(*local, SOL_SOCKET, SO_RCVBUFFORCE,
 				     &tcp_rcvbuf, sizeof(tcp_rcvbuf)));
-	ASSERT_OK(kcm_attach(kcm, *local, prog));
+	ASSERT_OK(kcm_u_attach(kcm, *local, prog));
 	close(prog);
 	ASSERT_OK(setsockopt(kcm, SOL_SOCKET, SO_RCVBUFFORCE, &big,
 			     sizeof(big)));
-	kcm_set_timeo(kcm, SO_RCVTIMEO, 5000);
-	kcm_set_timeo(*peer, SO_RCVTIMEO, 10000);
+	kcm_u_set_timeo(kcm, SO_RCVTIMEO, 5000);
+	kcm_u_set_timeo(*peer, SO_RCVTIMEO, 10000);
 	return kcm;
 }
 
@@ -464,7 +464,7 @@ TEST_DIFFERS(batch_option, NO_BATCH)
 	ASSERT_EQ(v, 7);
 
 	/* Clones and accepted sockets start at 0, and are their own. */
-	c = kcm_clone_fd(fd);
+	c = kcm_u_clone(fd);
 	ASSERT_GE(c, 0);
 	ASSERT_EQ(get_batch(c), 0);
 	a = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
@@ -474,7 +474,7 @@ TEST_DIFFERS(batch_option, NO_BATCH)
 	ASSERT_EQ(get_batch(c), 5);
 	ASSERT_EQ(get_batch(a), 0);
 	ASSERT_EQ(get_batch(fd), 7);
-	a = kcm_clone_fd(c);
+	a = kcm_u_clone(c);
 	ASSERT_GE(a, 0);
 	ASSERT_EQ(get_batch(a), 0);
 }
@@ -814,15 +814,15 @@ static int two_conns(int *peer, int *local)
 
 	kcm_enter_netns();
 	kcm = kcm_socket(SOCK_DGRAM);
-	prog = kcm_parser_len4();
+	prog = kcm_u_parser_len4();
 	ASSERT_GE(kcm, 0);
 	ASSERT_GE(prog, 0);
-	kcm_set_timeo(kcm, SO_RCVTIMEO, 5000);
+	kcm_u_set_timeo(kcm, SO_RCVTIMEO, 5000);
 	ASSERT_OK(setsockopt(kcm, SOL_SOCKET, SO_RCVBUFFORCE, &big,
 			     sizeof(big)));
 	for (i = 0; i < 2; i++) {
-		ASSERT_OK(kcm_tcp_pair(&peer[i], &local[i]));
-		ASSERT_OK(kcm_attach(kcm, local[i], prog));
+		ASSERT_OK(kcm_u_tcp_pair(&peer[i], &local[i]));
+		ASSERT_OK(kcm_u_attach(kcm, local[i], prog));
 	}
 	close(prog);
 	return kcm;
@@ -843,8 +843,8 @@ TEST_DIFFERS(batch_conn_ids, NO_BATCH)
 	/* A known interleaving: each message queued before the next. */
 	stream_build(&s, 16, 0, 11);
 	for (i = 0; i < 16; i++) {
-		ASSERT_OK(kcm_write_all(peer[order[i] - '0'],
-					s.data + s.off[i], msg_len(&s, i)));
+		ASSERT_OK(kcm_u_write_all(peer[order[i] - '0'],
+					  s.data + s.off[i], msg_len(&s, i)));
 		wait_queued(kcm, i + 1, s.off[i + 1]);
 	}
 	recv_buf(kcm, rbuf, BUFSZ, 0, CTL_FULL, &b);
@@ -858,8 +858,9 @@ TEST_DIFFERS(batch_conn_ids, NO_BATCH)
 		stream_build(&c[i], 30, 1000 * i, 20 + i);
 	for (i = 0; i < 30; i++)
 		for (k = 0; k < 2; k++)
-			ASSERT_OK(kcm_write_all(peer[k], c[k].data + c[k].off[i],
-						msg_len(&c[k], i)));
+			ASSERT_OK(kcm_u_write_all(peer[k],
+						  c[k].data + c[k].off[i],
+						  msg_len(&c[k], i)));
 	total = c[0].off[30] + c[1].off[30];
 	wait_queued(kcm, 60, total);
 	for (n = 0; n < 60; n += b.nlens) {
@@ -976,7 +977,7 @@ TEST_DIFFERS(batch_control_space, NO_BATCH)
 #define MM_E	4
 #define MM_B	8
 
-static char mm_data[MM_E][MM_B * (KCM_HDR + MAXPLEN)];
+static char mm_data[MM_E][MM_B * (KCM_U_HDR + MAXPLEN)];
 static char mm_ctl[MM_E][CMSG_SPACE(L(MM_B))] __attribute__((aligned(8)));
 
 static void mm_setup(struct mmsghdr *mm, struct iovec *iov)
@@ -1034,21 +1035,12 @@ TEST_DIFFERS(batch_recvmmsg, NO_BATCH)
 
 /* ---- blocking --------------------------------------------------------- */
 
-static long ms_since(const struct timespec *t0)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (t.tv_sec - t0->tv_sec) * 1000 +
-	       (t.tv_nsec - t0->tv_nsec) / 1000000;
-}
-
 /* A blocked batched read returns the first message, not a full batch. */
 TEST_DIFFERS(batch_blocking_waits_for_first, NO_BATCH)
 {
 	static struct stream s;
 	int peer, local, kcm = batch_kcm(SOCK_DGRAM, &peer, &local);
-	struct timespec t0;
+	uint64_t t0;
 	struct batch b;
 	long ms;
 	pid_t pid;
@@ -1060,19 +1052,19 @@ TEST_DIFFERS(batch_blocking_waits_for_first, NO_BATCH)
 	ASSERT_OK(fcntl(kcm, F_SETFL, 0));
 
 	stream_build(&s, 2, 40, 2);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = kcm_u_now_ns();
 	pid = fork();
 	ASSERT_GE(pid, 0);
 	if (!pid) {
 		usleep(300000);
-		if (kcm_write_all(peer, s.data, msg_len(&s, 0)))
+		if (kcm_u_write_all(peer, s.data, msg_len(&s, 0)))
 			_exit(1);
 		usleep(1500000);
-		_exit(kcm_write_all(peer, s.data + s.off[1], msg_len(&s, 1)) ?
+		_exit(kcm_u_write_all(peer, s.data + s.off[1], msg_len(&s, 1)) ?
 		      1 : 0);
 	}
 	recv_buf(kcm, rbuf, BUFSZ, 0, CTL_FULL, &b);
-	ms = ms_since(&t0);
+	ms = kcm_u_ms_since(t0);
 	TH_LOG("the first message after %ld ms", ms);
 	check_batch(&b, rbuf, &s, 0, 1, 1);
 	EXPECT_GE(ms, 250);
@@ -1082,10 +1074,10 @@ TEST_DIFFERS(batch_blocking_waits_for_first, NO_BATCH)
 	ASSERT_EQ(kcm_wait_child(pid), 0);
 
 	/* SO_RCVTIMEO still ends the wait. */
-	kcm_set_timeo(kcm, SO_RCVTIMEO, 200);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	kcm_u_set_timeo(kcm, SO_RCVTIMEO, 200);
+	t0 = kcm_u_now_ns();
 	ASSERT_ERRNO(recv(kcm, rbuf, BUFSZ, 0), EAGAIN);
-	EXPECT_GE(ms_since(&t0), 150);
+	EXPECT_GE(kcm_u_ms_since(t0), 150);
 }
 
 /* ---- two readers on one mux -------------------------------------------- */
@@ -1118,7 +1110,7 @@ static void fair_reader(int fd, int who, struct fair *sh)
 		ASSERT_TRUE(b.nlens >= 1 && b.nlens <= 64);
 		for (i = 0, off = 0; i < b.nlens; off += b.lens[i++]) {
 			ASSERT_LE(off + b.lens[i], b.ret);
-			seq = kcm_msg_check(rbuf + off, b.lens[i]);
+			seq = kcm_u_msg_check(rbuf + off, b.lens[i]);
 			ASSERT_GE(seq, 0);
 			ASSERT_LT(seq, FAIR_N);
 			ASSERT_GT(seq, last);
@@ -1138,7 +1130,7 @@ static void fair_reader(int fd, int who, struct fair *sh)
 TEST_DIFFERS(batch_two_readers, NO_BATCH)
 {
 	int peer, local, kcm = batch_kcm(SOCK_DGRAM, &peer, &local);
-	int c = kcm_clone_fd(kcm), big = 8 << 20, i;
+	int c = kcm_u_clone(kcm), big = 8 << 20, i;
 	pid_t reader, sender;
 	struct fair *sh;
 
@@ -1147,8 +1139,8 @@ TEST_DIFFERS(batch_two_readers, NO_BATCH)
 			     sizeof(big)));
 	ASSERT_OK(set_batch(kcm, 64));
 	ASSERT_OK(set_batch(c, 64));
-	kcm_set_timeo(kcm, SO_RCVTIMEO, 200);
-	kcm_set_timeo(c, SO_RCVTIMEO, 200);
+	kcm_u_set_timeo(kcm, SO_RCVTIMEO, 200);
+	kcm_u_set_timeo(c, SO_RCVTIMEO, 200);
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
 		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	ASSERT_TRUE(sh != MAP_FAILED);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * BPF for the KCM selftests without clang or libbpf: instruction macros,
- * the raw bpf() syscall and a lookup of kernel BTF ids.
+ * maps, tracing programs and a lookup of kernel BTF ids (the bpf() system
+ * call and the program loader are kcm_util.h's).
  */
 #ifndef KCM_BPF_H
 #define KCM_BPF_H
@@ -15,6 +16,8 @@
 #include <unistd.h>
 #include <linux/bpf.h>
 #include <linux/btf.h>
+
+#include "kcm_util.h"
 
 #define KCM_INSN(c, d, s, o, i)						\
 	((struct bpf_insn){ .code = (c), .dst_reg = (d), .src_reg = (s), \
@@ -40,11 +43,6 @@
 	KCM_INSN(BPF_LD | BPF_DW | BPF_IMM, d, BPF_PSEUDO_MAP_FD, 0, fd), \
 	KCM_INSN(0, 0, 0, 0, 0)
 
-static inline long kcm_bpf(int cmd, union bpf_attr *attr)
-{
-	return syscall(__NR_bpf, cmd, attr, sizeof(*attr));
-}
-
 static inline int kcm_bpf_array_map(unsigned int value_size)
 {
 	union bpf_attr attr;
@@ -54,7 +52,7 @@ static inline int kcm_bpf_array_map(unsigned int value_size)
 	attr.key_size = 4;
 	attr.value_size = value_size;
 	attr.max_entries = 1;
-	return kcm_bpf(BPF_MAP_CREATE, &attr);
+	return kcm_u_bpf(BPF_MAP_CREATE, &attr);
 }
 
 static inline int kcm_bpf_map_rw(int cmd, int map, void *value)
@@ -66,27 +64,7 @@ static inline int kcm_bpf_map_rw(int cmd, int map, void *value)
 	attr.map_fd = map;
 	attr.key = (uintptr_t)&key;
 	attr.value = (uintptr_t)value;
-	return kcm_bpf(cmd, &attr);
-}
-
-/* Loads a program; the verifier log goes to @log when it fails. */
-static inline int kcm_bpf_load(int type, int attach_type, int btf_id,
-			       const struct bpf_insn *insns, unsigned int n,
-			       char *log, unsigned int log_size)
-{
-	union bpf_attr attr;
-
-	memset(&attr, 0, sizeof(attr));
-	attr.prog_type = type;
-	attr.expected_attach_type = attach_type;
-	attr.attach_btf_id = btf_id;
-	attr.insns = (uintptr_t)insns;
-	attr.insn_cnt = n;
-	attr.license = (uintptr_t)"GPL";
-	attr.log_buf = (uintptr_t)log;
-	attr.log_size = log_size;
-	attr.log_level = log ? 1 : 0;
-	return kcm_bpf(BPF_PROG_LOAD, &attr);
+	return kcm_u_bpf(cmd, &attr);
 }
 
 /* Attaches a tracing or LSM program; closing the fd detaches it. */
@@ -96,7 +74,7 @@ static inline int kcm_bpf_attach_tracing(int prog)
 
 	memset(&attr, 0, sizeof(attr));
 	attr.raw_tracepoint.prog_fd = prog;
-	return kcm_bpf(BPF_RAW_TRACEPOINT_OPEN, &attr);
+	return kcm_u_bpf(BPF_RAW_TRACEPOINT_OPEN, &attr);
 }
 
 /* Bytes of type data that follow a struct btf_type of this kind. */

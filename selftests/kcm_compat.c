@@ -66,7 +66,7 @@ static char *must_high_page(void)
 /* The documented parser in classic BPF: A = ntohl(word at 0); A += 4. */
 static const struct sock_filter cbpf_len4[] = {
 	BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 0),
-	BPF_STMT(BPF_ALU | BPF_ADD | BPF_K, KCM_HDR),
+	BPF_STMT(BPF_ALU | BPF_ADD | BPF_K, KCM_U_HDR),
 	BPF_STMT(BPF_RET | BPF_A, 0),
 };
 
@@ -74,7 +74,7 @@ static const struct sock_filter cbpf_len4[] = {
 static const struct bpf_insn ebpf_len4[] = {
 	BPF_MOV64_REG(6, 1),
 	BPF_LD_ABS_W(0),
-	BPF_ADD64_IMM(0, KCM_HDR),
+	BPF_ADD64_IMM(0, KCM_U_HDR),
 	BPF_EXIT_INSN(),
 };
 
@@ -103,9 +103,9 @@ static int kcm_and_pair(int type, int *peer, int *local)
 	int kcm = kcm_socket(type);
 
 	ASSERT_GE(kcm, 0);
-	ASSERT_OK(kcm_tcp_pair(peer, local));
-	kcm_set_timeo(kcm, SO_RCVTIMEO, 5000);
-	kcm_set_timeo(*peer, SO_RCVTIMEO, 10000);
+	ASSERT_OK(kcm_u_tcp_pair(peer, local));
+	kcm_u_set_timeo(kcm, SO_RCVTIMEO, 5000);
+	kcm_u_set_timeo(*peer, SO_RCVTIMEO, 10000);
 	return kcm;
 }
 
@@ -127,10 +127,10 @@ static void check_framing(int peer, int kcm, uint32_t first)
 static void check_tx(int kcm, int peer, uint32_t seq)
 {
 	char buf[256], got[256];
-	size_t len = kcm_msg_build(buf, 40, seq);
+	size_t len = kcm_u_msg_build(buf, 40, seq);
 
 	ASSERT_EQ(send(kcm, buf, len, MSG_EOR), len);
-	ASSERT_OK(kcm_read_full(peer, got, len));
+	ASSERT_OK(kcm_u_read_full(peer, got, len));
 	ASSERT_EQ(memcmp(buf, got, len), 0);
 }
 
@@ -163,9 +163,9 @@ TEST(ioctl_result_by_module)
 
 	ASSERT_GE(fd, 0);
 	if (kcm_test_against_distro())
-		ASSERT_ERRNO(kcm_clone_fd(fd), ENOTTY);
+		ASSERT_ERRNO(kcm_u_clone(fd), ENOTTY);
 	else
-		ASSERT_GE(kcm_clone_fd(fd), 0);
+		ASSERT_GE(kcm_u_clone(fd), 0);
 }
 
 /*
@@ -191,8 +191,8 @@ TEST_DIFFERS(cbpf_from_high_address, NO_COMPAT)
 	/* The kernel holds its own copy: the user's may go. */
 	memset(f, 0, sizeof(cbpf_len4));
 	check_framing(peer, kcm, 200);
-	ASSERT_OK(kcm_unattach(kcm, local));
-	ASSERT_ERRNO(kcm_unattach(kcm, local), ENOENT);
+	ASSERT_OK(kcm_u_unattach(kcm, local));
+	ASSERT_ERRNO(kcm_u_unattach(kcm, local), ENOENT);
 }
 
 /* Bad input gets the errors the 64-bit tests get (kcm_ext). */
@@ -289,13 +289,13 @@ TEST_DIFFERS(lenfield_from_high_address, NO_COMPAT)
 	att->bpf_type = KCM_PARSER_LENFIELD;
 	att->lenfield.width = 4;
 	att->lenfield.byte_order = KCM_LENFIELD_BE;
-	att->lenfield.adjust = KCM_HDR;
+	att->lenfield.adjust = KCM_U_HDR;
 	ASSERT_OK(ioctl(kcm, SIOCKCMATTACHEXT, att));
 	ASSERT_ERRNO(ioctl(kcm, SIOCKCMATTACHEXT, att), EALREADY);
 	check_framing(peer, kcm, 500);
 	check_tx(kcm, peer, 9);
-	ASSERT_OK(kcm_unattach(kcm, local));
-	ASSERT_ERRNO(kcm_unattach(kcm, local), ENOENT);
+	ASSERT_OK(kcm_u_unattach(kcm, local));
+	ASSERT_ERRNO(kcm_u_unattach(kcm, local), ENOENT);
 }
 
 static int load_len4_at(void *at, int zero_extend)
@@ -312,7 +312,7 @@ static int load_len4_at(void *at, int zero_extend)
 		attr.insns = (unsigned long)insns;
 	else
 		attr.insns = (long)insns;	/* sign-extended: wrong */
-	return kcm_bpf(BPF_PROG_LOAD, &attr);
+	return kcm_u_bpf(BPF_PROG_LOAD, &attr);
 }
 
 /*
@@ -347,13 +347,13 @@ TEST_DIFFERS(ebpf_attach_clone_unattach, NO_COMPAT)
 	prog = load_len4_at(page, 1);
 	ASSERT_GE(prog, 0);
 	kcm = kcm_and_pair(SOCK_SEQPACKET, &peer[0], &local[0]);
-	ASSERT_OK(kcm_tcp_pair(&peer[1], &local[1]));
-	kcm_set_timeo(peer[1], SO_RCVTIMEO, 10000);
+	ASSERT_OK(kcm_u_tcp_pair(&peer[1], &local[1]));
+	kcm_u_set_timeo(peer[1], SO_RCVTIMEO, 10000);
 
 	ASSERT_ERRNO(ioctl(kcm, SIOCKCMATTACH, (void *)(page + PAGE - 4)),
 		     EFAULT);
-	ASSERT_OK(kcm_attach(kcm, local[0], prog));
-	ASSERT_ERRNO(kcm_attach(kcm, local[0], prog), EALREADY);
+	ASSERT_OK(kcm_u_attach(kcm, local[0], prog));
+	ASSERT_ERRNO(kcm_u_attach(kcm, local[0], prog), EALREADY);
 	memset(ext, 0xff, sizeof(*ext));
 	ext->fd = local[1];
 	ext->bpf_type = KCM_BPF_TYPE_FD;
@@ -364,21 +364,22 @@ TEST_DIFFERS(ebpf_attach_clone_unattach, NO_COMPAT)
 	check_framing(peer[1], kcm, 20);
 
 	ASSERT_ERRNO(ioctl(kcm, SIOCKCMCLONE, (void *)(page + PAGE)), EFAULT);
-	clone = kcm_clone_fd(kcm);
+	clone = kcm_u_clone(kcm);
 	ASSERT_GE(clone, 0);
-	EXPECT_EQ(kcm_sockopt_int(clone, SOL_SOCKET, SO_TYPE), SOCK_SEQPACKET);
-	kcm_set_timeo(clone, SO_RCVTIMEO, 5000);
+	EXPECT_EQ(kcm_u_getsockopt_int(clone, SOL_SOCKET, SO_TYPE),
+		  SOCK_SEQPACKET);
+	kcm_u_set_timeo(clone, SO_RCVTIMEO, 5000);
 	ASSERT_OK(setsockopt(kcm, SOL_KCM, KCM_RECV_DISABLE, &off,
 			     sizeof(off)));
-	ASSERT_EQ(kcm_sockopt_int(kcm, SOL_KCM, KCM_RECV_DISABLE), 1);
+	ASSERT_EQ(kcm_u_getsockopt_int(kcm, SOL_KCM, KCM_RECV_DISABLE), 1);
 	check_framing(peer[1], clone, 30);
 	check_tx(clone, peer[0], 40);
 
 	ASSERT_ERRNO(ioctl(kcm, SIOCKCMUNATTACH, (void *)(page + PAGE)),
 		     EFAULT);
-	ASSERT_OK(kcm_unattach(clone, local[0]));
-	ASSERT_OK(kcm_unattach(kcm, local[1]));
-	ASSERT_ERRNO(kcm_unattach(kcm, local[1]), ENOENT);
+	ASSERT_OK(kcm_u_unattach(clone, local[0]));
+	ASSERT_OK(kcm_u_unattach(kcm, local[1]));
+	ASSERT_ERRNO(kcm_u_unattach(kcm, local[1]), ENOENT);
 	/* Plain TCP again: bytes go to the socket, not to the mux. */
 	ASSERT_EQ(write(peer[1], "x", 1), 1);
 	ASSERT_EQ(read(local[1], &c, 1), 1);
@@ -420,13 +421,13 @@ TEST_DIFFERS(mmsg_with_conn_id, NO_COMPAT)
 	kcm_enter_netns();
 	kcm = kcm_socket(SOCK_DGRAM);
 	ASSERT_GE(kcm, 0);
-	kcm_set_timeo(kcm, SO_RCVTIMEO, 5000);
-	prog = kcm_parser_len4();
+	kcm_u_set_timeo(kcm, SO_RCVTIMEO, 5000);
+	prog = kcm_u_parser_len4();
 	ASSERT_GE(prog, 0);
 	for (i = 0; i < NCONN; i++) {
-		ASSERT_OK(kcm_tcp_pair(&peer[i], &local[i]));
-		kcm_set_timeo(peer[i], SO_RCVTIMEO, 10000);
-		ASSERT_OK(kcm_attach(kcm, local[i], prog));
+		ASSERT_OK(kcm_u_tcp_pair(&peer[i], &local[i]));
+		kcm_u_set_timeo(peer[i], SO_RCVTIMEO, 10000);
+		ASSERT_OK(kcm_u_attach(kcm, local[i], prog));
 	}
 	close(prog);
 	ASSERT_OK(setsockopt(kcm, SOL_KCM, KCM_RECV_CONN_ID, &one,
@@ -454,7 +455,7 @@ TEST_DIFFERS(mmsg_with_conn_id, NO_COMPAT)
 
 		if (!mm[i].msg_len)
 			ASSERT_EQ(recvmmsg(kcm, &mm[i], 1, 0, NULL), 1);
-		seq = kcm_msg_check(data[i], mm[i].msg_len);
+		seq = kcm_u_msg_check(data[i], mm[i].msg_len);
 		ASSERT_GE(seq, 0);
 		ASSERT_EQ(mm[i].msg_hdr.msg_flags & (MSG_CTRUNC | MSG_TRUNC), 0);
 		cmsg = CMSG_FIRSTHDR(&mm[i].msg_hdr);
@@ -482,10 +483,10 @@ TEST_DIFFERS(mmsg_with_conn_id, NO_COMPAT)
 		int j;
 
 		for (j = 0; j < 2; j++) {
-			long n = kcm_tcp_read_msg(peer[i], got, sizeof(got));
+			long n = kcm_u_read_msg(peer[i], got, sizeof(got));
 
 			ASSERT_GE(n, 0);
-			ASSERT_EQ(kcm_msg_check(got, n), 1000 * i + j);
+			ASSERT_EQ(kcm_u_msg_check(got, n), 1000 * i + j);
 		}
 		ASSERT_ERRNO(recv(peer[i], got, 1, MSG_DONTWAIT), EAGAIN);
 	}

@@ -27,7 +27,7 @@ static void check_rx(int peer, int kcm, uint32_t seq)
 	char buf[256];
 
 	ASSERT_OK(kcm_send_msgs(peer, seq, 1, 32));
-	kcm_set_timeo(kcm, SO_RCVTIMEO, 5000);
+	kcm_u_set_timeo(kcm, SO_RCVTIMEO, 5000);
 	ASSERT_EQ(kcm_recv_check(kcm, buf, sizeof(buf)), seq);
 }
 
@@ -35,10 +35,10 @@ static void check_rx(int peer, int kcm, uint32_t seq)
 static void check_tx(int kcm, int peer, uint32_t seq)
 {
 	char buf[256], got[256];
-	size_t len = kcm_msg_build(buf, 40, seq);
+	size_t len = kcm_u_msg_build(buf, 40, seq);
 
 	ASSERT_EQ(send(kcm, buf, len, MSG_EOR), len);
-	ASSERT_OK(kcm_read_full(peer, got, len));
+	ASSERT_OK(kcm_u_read_full(peer, got, len));
 	ASSERT_EQ(memcmp(buf, got, len), 0);
 }
 
@@ -51,8 +51,8 @@ TEST_DIFFERS(accept_joins_the_mux, NO_ACCEPT)
 	kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
 	a = accept(kcm, NULL, NULL);
 	ASSERT_GE(a, 0);
-	EXPECT_EQ(kcm_sockopt_int(a, SOL_SOCKET, SO_DOMAIN), AF_KCM);
-	EXPECT_EQ(kcm_sockopt_int(a, SOL_SOCKET, SO_TYPE), SOCK_DGRAM);
+	EXPECT_EQ(kcm_u_getsockopt_int(a, SOL_SOCKET, SO_DOMAIN), AF_KCM);
+	EXPECT_EQ(kcm_u_getsockopt_int(a, SOL_SOCKET, SO_TYPE), SOCK_DGRAM);
 
 	ASSERT_EQ(kcm_proc_read(&p), 0);
 	ASSERT_EQ(p.muxes, 1);
@@ -83,7 +83,7 @@ TEST_DIFFERS(accept_seqpacket, NO_ACCEPT)
 	ASSERT_GE(fd, 0);
 	a = accept(fd, NULL, NULL);
 	ASSERT_GE(a, 0);
-	EXPECT_EQ(kcm_sockopt_int(a, SOL_SOCKET, SO_TYPE), SOCK_SEQPACKET);
+	EXPECT_EQ(kcm_u_getsockopt_int(a, SOL_SOCKET, SO_TYPE), SOCK_SEQPACKET);
 	/* A socket accepted from an accepted one: still the same mux. */
 	ASSERT_GE(accept(a, NULL, NULL), 0);
 }
@@ -160,7 +160,7 @@ TEST(accept_result_by_module)
 /* The documented parser in classic BPF: A = ntohl(word at 0); A += 4. */
 static struct sock_filter cbpf_len4[] = {
 	BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 0),
-	BPF_STMT(BPF_ALU | BPF_ADD | BPF_K, KCM_HDR),
+	BPF_STMT(BPF_ALU | BPF_ADD | BPF_K, KCM_U_HDR),
 	BPF_STMT(BPF_RET | BPF_A, 0),
 };
 
@@ -194,9 +194,9 @@ static int kcm_and_pair(int type, int *peer, int *local)
 	int kcm = kcm_socket(type);
 
 	ASSERT_GE(kcm, 0);
-	ASSERT_OK(kcm_tcp_pair(peer, local));
-	kcm_set_timeo(kcm, SO_RCVTIMEO, 5000);
-	kcm_set_timeo(*peer, SO_RCVTIMEO, 10000);
+	ASSERT_OK(kcm_u_tcp_pair(peer, local));
+	kcm_u_set_timeo(kcm, SO_RCVTIMEO, 5000);
+	kcm_u_set_timeo(*peer, SO_RCVTIMEO, 10000);
 	return kcm;
 }
 
@@ -229,7 +229,7 @@ TEST_DIFFERS(cbpf_attach_frames, NO_EXT)
 	check_framing(peer, kcm);
 	check_tx(kcm, peer, 3);
 	/* Unattach releases the program; the socket can be attached again. */
-	ASSERT_OK(kcm_unattach(kcm, local));
+	ASSERT_OK(kcm_u_unattach(kcm, local));
 	ASSERT_OK(attach_cbpf(kcm, local, cbpf_len4, ARRAY_SIZE(cbpf_len4)));
 	check_rx(peer, kcm, 11);
 }
@@ -276,12 +276,12 @@ TEST_DIFFERS(cbpf_unprivileged, NO_EXT)
 	int peer, local, kcm, a;
 
 	kcm_enter_netns();
-	kcm_lo_up();
+	kcm_u_lo_up();
 	disable_unprivileged_bpf();
 	drop_privileges();
 
 	/* eBPF, the only parser upstream has, is out of reach now. */
-	ASSERT_ERRNO(kcm_parser_len4(), EPERM);
+	ASSERT_ERRNO(kcm_u_parser_len4(), EPERM);
 
 	/* Everything else works as nobody, end to end. */
 	kcm = kcm_and_pair(SOCK_SEQPACKET, &peer, &local);
@@ -313,7 +313,7 @@ static size_t lf_build(char *buf, const struct lenfield_case *c,
 		buf[c->offset + i] = (char)(v >> shift);
 	}
 	for (i = 0; i < plen; i++)
-		buf[hdr + i] = kcm_msg_byte(seq, i);
+		buf[hdr + i] = kcm_u_msg_byte(seq, i);
 	return total;
 }
 
@@ -340,7 +340,7 @@ static void lenfield_case_run(const struct lenfield_case *c)
 		off += len[n++];
 	}
 	/* One write, so messages share segments and split across them. */
-	ASSERT_OK(kcm_write_all(peer, out, off));
+	ASSERT_OK(kcm_u_write_all(peer, out, off));
 	for (off = 0, i = 0; i < n; off += len[i++]) {
 		ASSERT_EQ(kcm_recv(kcm, in, 20100, 0, &flags), len[i]);
 		ASSERT_TRUE(flags & MSG_EOR);
@@ -457,7 +457,7 @@ TEST_DIFFERS(ext_ebpf_fd, NO_EXT)
 	memset(&att, 0, sizeof(att));
 	att.fd = local;
 	att.bpf_type = KCM_BPF_TYPE_FD;
-	att.bpf_fd = kcm_parser_len4();
+	att.bpf_fd = kcm_u_parser_len4();
 	ASSERT_GE(att.bpf_fd, 0);
 	ASSERT_OK(ioctl(kcm, SIOCKCMATTACHEXT, &att));
 	close(att.bpf_fd);
@@ -472,7 +472,7 @@ static int lenfield_error(const struct kcm_lenfield *lf, const char *bytes,
 
 	kcm = kcm_and_pair(SOCK_DGRAM, &peer, &local);
 	ASSERT_OK(attach_lenfield(kcm, local, lf));
-	ASSERT_OK(kcm_write_all(peer, bytes, n));
+	ASSERT_OK(kcm_u_write_all(peer, bytes, n));
 	err = kcm_wait_so_error(local, 5000);
 	close(kcm);
 	close(peer);
@@ -507,9 +507,9 @@ TEST_DIFFERS(lenfield_bad_lengths, NO_EXT)
 	/* At the maximum is fine. */
 	kcm = kcm_and_pair(SOCK_DGRAM, &peer, &local);
 	ASSERT_OK(attach_lenfield(kcm, local, &max100));
-	ASSERT_OK(kcm_write_all(peer, ok, sizeof(ok)));
+	ASSERT_OK(kcm_u_write_all(peer, ok, sizeof(ok)));
 	ASSERT_EQ(recv(kcm, ok, sizeof(ok), 0), sizeof(ok));
-	ASSERT_EQ(kcm_sockopt_int(local, SOL_SOCKET, SO_ERROR), 0);
+	ASSERT_EQ(kcm_u_getsockopt_int(local, SOL_SOCKET, SO_ERROR), 0);
 }
 
 /* The distro module's answer, observed there; ours attaches. */
@@ -540,16 +540,16 @@ struct conn_mux {
 
 static void conn_mux_setup(struct conn_mux *m, int type)
 {
-	int prog = kcm_parser_len4(), i;
+	int prog = kcm_u_parser_len4(), i;
 
 	ASSERT_GE(prog, 0);
 	m->kcm = kcm_socket(type);
 	ASSERT_GE(m->kcm, 0);
-	kcm_set_timeo(m->kcm, SO_RCVTIMEO, 5000);
+	kcm_u_set_timeo(m->kcm, SO_RCVTIMEO, 5000);
 	for (i = 0; i < NCLIENTS; i++) {
-		ASSERT_OK(kcm_tcp_pair(&m->client[i], &m->server[i]));
-		kcm_set_timeo(m->client[i], SO_RCVTIMEO, 10000);
-		ASSERT_OK(kcm_attach(m->kcm, m->server[i], prog));
+		ASSERT_OK(kcm_u_tcp_pair(&m->client[i], &m->server[i]));
+		kcm_u_set_timeo(m->client[i], SO_RCVTIMEO, 10000);
+		ASSERT_OK(kcm_u_attach(m->kcm, m->server[i], prog));
 	}
 	close(prog);
 }
@@ -632,15 +632,15 @@ TEST_DIFFERS(conn_id_option, NO_CONN)
 	int fd = kcm_socket(SOCK_DGRAM), a;
 
 	ASSERT_GE(fd, 0);
-	ASSERT_EQ(kcm_sockopt_int(fd, SOL_KCM, KCM_RECV_CONN_ID), 0);
+	ASSERT_EQ(kcm_u_getsockopt_int(fd, SOL_KCM, KCM_RECV_CONN_ID), 0);
 	ASSERT_OK(set_recv_conn_id(fd, 5));
-	ASSERT_EQ(kcm_sockopt_int(fd, SOL_KCM, KCM_RECV_CONN_ID), 1);
+	ASSERT_EQ(kcm_u_getsockopt_int(fd, SOL_KCM, KCM_RECV_CONN_ID), 1);
 	/* Per socket: a clone starts without it. */
 	a = accept(fd, NULL, NULL);
 	ASSERT_GE(a, 0);
-	ASSERT_EQ(kcm_sockopt_int(a, SOL_KCM, KCM_RECV_CONN_ID), 0);
+	ASSERT_EQ(kcm_u_getsockopt_int(a, SOL_KCM, KCM_RECV_CONN_ID), 0);
 	ASSERT_OK(set_recv_conn_id(fd, 0));
-	ASSERT_EQ(kcm_sockopt_int(fd, SOL_KCM, KCM_RECV_CONN_ID), 0);
+	ASSERT_EQ(kcm_u_getsockopt_int(fd, SOL_KCM, KCM_RECV_CONN_ID), 0);
 	ASSERT_ERRNO(setsockopt(fd, SOL_KCM, KCM_RECV_CONN_ID, &a, 2),
 		     EINVAL);
 }
@@ -675,16 +675,16 @@ TEST_DIFFERS(conn_id_echo_server, NO_CONN)
 		ASSERT_GE(id, 0);
 		ASSERT_LT(id, NCLIENTS);
 		/* It came from the client that the id names. */
-		ASSERT_EQ(kcm_msg_check(buf, n) / 1000, id);
+		ASSERT_EQ(kcm_u_msg_check(buf, n) / 1000, id);
 		ASSERT_EQ(send_to_id(m.kcm, buf, n, id, 0), n);
 	}
 
 	for (i = 0; i < NCLIENTS; i++) {
 		for (j = 0; j < NREQ; j++) {
-			size_t len = kcm_msg_build(want, 8 + i * 13 + j,
-						   i * 1000 + j);
+			size_t len = kcm_u_msg_build(want, 8 + i * 13 + j,
+						     i * 1000 + j);
 
-			ASSERT_OK(kcm_read_full(m.client[i], buf, len));
+			ASSERT_OK(kcm_u_read_full(m.client[i], buf, len));
 			ASSERT_EQ(memcmp(buf, want, len), 0);
 		}
 		/* Nothing else arrived on this connection. */
@@ -701,11 +701,11 @@ TEST_DIFFERS(conn_id_absent_without_option, NO_CONN)
 	kcm_enter_netns();
 	conn_mux_setup(&m, SOCK_SEQPACKET);
 	ASSERT_OK(kcm_send_msgs(m.client[3], 1, 1, 10));
-	ASSERT_EQ(recv_with_id(m.kcm, buf, sizeof(buf), &id), KCM_HDR + 10);
+	ASSERT_EQ(recv_with_id(m.kcm, buf, sizeof(buf), &id), KCM_U_HDR + 10);
 	ASSERT_EQ(id, -1);
 	ASSERT_OK(set_recv_conn_id(m.kcm, 1));
 	ASSERT_OK(kcm_send_msgs(m.client[5], 2, 1, 10));
-	ASSERT_EQ(recv_with_id(m.kcm, buf, sizeof(buf), &id), KCM_HDR + 10);
+	ASSERT_EQ(recv_with_id(m.kcm, buf, sizeof(buf), &id), KCM_U_HDR + 10);
 	ASSERT_EQ(id, 5);
 	/* Without room for it the reader is told so. */
 	ASSERT_OK(kcm_send_msgs(m.client[5], 3, 1, 10));
@@ -713,7 +713,7 @@ TEST_DIFFERS(conn_id_absent_without_option, NO_CONN)
 		int flags;
 
 		ASSERT_EQ(kcm_recv(m.kcm, buf, sizeof(buf), 0, &flags),
-			  KCM_HDR + 10);
+			  KCM_U_HDR + 10);
 		ASSERT_TRUE(flags & MSG_CTRUNC);
 	}
 }
@@ -732,7 +732,7 @@ TEST_DIFFERS(conn_id_send_errors, NO_CMSG)
 
 	kcm_enter_netns();
 	conn_mux_setup(&m, SOCK_DGRAM);
-	len = kcm_msg_build(buf, 20, 1);
+	len = kcm_u_msg_build(buf, 20, 1);
 	iov.iov_len = len;
 
 	ASSERT_ERRNO(send_to_id(m.kcm, buf, len, NCLIENTS, 0), ENOENT);
@@ -758,17 +758,17 @@ TEST_DIFFERS(conn_id_send_errors, NO_CMSG)
 	{
 		char got[64];
 
-		ASSERT_OK(kcm_read_full(m.client[1], got, len));
+		ASSERT_OK(kcm_u_read_full(m.client[1], got, len));
 		ASSERT_EQ(memcmp(got, buf, len), 0);
 	}
 
 	/* An unattached connection's id is gone and is never reused. */
-	ASSERT_OK(kcm_unattach(m.kcm, m.server[4]));
+	ASSERT_OK(kcm_u_unattach(m.kcm, m.server[4]));
 	ASSERT_ERRNO(send_to_id(m.kcm, buf, len, 4, 0), ENOENT);
-	prog = kcm_parser_len4();
+	prog = kcm_u_parser_len4();
 	ASSERT_GE(prog, 0);
-	ASSERT_OK(kcm_tcp_pair(&peer, &local));
-	ASSERT_OK(kcm_attach(m.kcm, local, prog));
+	ASSERT_OK(kcm_u_tcp_pair(&peer, &local));
+	ASSERT_OK(kcm_u_attach(m.kcm, local, prog));
 	ASSERT_EQ(proc_psock_ids(ids, NCLIENTS + 2), NCLIENTS);
 	ASSERT_EQ(ids[NCLIENTS - 1], NCLIENTS);
 	ASSERT_ERRNO(send_to_id(m.kcm, buf, len, 4, 0), ENOENT);
@@ -776,8 +776,8 @@ TEST_DIFFERS(conn_id_send_errors, NO_CMSG)
 	{
 		char got[64];
 
-		kcm_set_timeo(peer, SO_RCVTIMEO, 10000);
-		ASSERT_OK(kcm_read_full(peer, got, len));
+		kcm_u_set_timeo(peer, SO_RCVTIMEO, 10000);
+		ASSERT_OK(kcm_u_read_full(peer, got, len));
 		ASSERT_EQ(memcmp(got, buf, len), 0);
 	}
 }
@@ -794,7 +794,7 @@ TEST_DIFFERS(conn_id_stopped_connection,
 
 	kcm_enter_netns();
 	conn_mux_setup(&m, SOCK_DGRAM);
-	len = kcm_msg_build(buf, 20, 1);
+	len = kcm_u_msg_build(buf, 20, 1);
 	/* Client 2 resets its connection. */
 	ASSERT_OK(setsockopt(m.client[2], SOL_SOCKET, SO_LINGER, &lg,
 			     sizeof(lg)));
@@ -848,16 +848,16 @@ TEST_DIFFERS(conn_id_mmsg_cut_short, NO_CMSG)
 	memset(mm, 0, sizeof(mm));
 	for (i = 0; i < N; i++) {
 		iov[i].iov_base = bufs[i];
-		iov[i].iov_len = kcm_msg_build(bufs[i], 30, i);
+		iov[i].iov_len = kcm_u_msg_build(bufs[i], 30, i);
 		mm[i].msg_hdr.msg_iov = &iov[i];
 		mm[i].msg_hdr.msg_iovlen = 1;
 		set_conn_cmsg(&mm[i].msg_hdr, ctl[i], sizeof(ctl[i]),
 			      i == 2 ? NCLIENTS + 5 : 3);
 	}
 	ASSERT_EQ(sendmmsg(m.kcm, mm, N, 0), 2);
-	kcm_set_timeo(m.client[3], SO_RCVTIMEO, 2000);
+	kcm_u_set_timeo(m.client[3], SO_RCVTIMEO, 2000);
 	for (i = 0; i < 2; i++) {
-		ASSERT_OK(kcm_read_full(m.client[3], got, iov[i].iov_len));
+		ASSERT_OK(kcm_u_read_full(m.client[3], got, iov[i].iov_len));
 		ASSERT_EQ(memcmp(got, bufs[i], iov[i].iov_len), 0);
 	}
 	usleep(100000);
@@ -887,7 +887,7 @@ static void unattach_queued_round(int delay_us)
 			     sizeof(small)));
 	ASSERT_OK(setsockopt(m.client[1], SOL_SOCKET, SO_RCVBUF, &small,
 			     sizeof(small)));
-	len = kcm_msg_build(buf, 200, 1);
+	len = kcm_u_msg_build(buf, 200, 1);
 	while (send_to_id(m.kcm, buf, len, 1, MSG_DONTWAIT) == (ssize_t)len)
 		ASSERT_LT(++n, 100000);
 	ASSERT_EQ(errno, EAGAIN);
@@ -900,19 +900,19 @@ static void unattach_queued_round(int delay_us)
 	 */
 	ASSERT_OK(kcm_ext_find("kcm", NULL, NULL, line, sizeof(line)));
 	ASSERT_GT(kcm_ext_num(line, "send_q"), 0);
-	ASSERT_OK(kcm_unattach(m.kcm, m.server[1]));
+	ASSERT_OK(kcm_u_unattach(m.kcm, m.server[1]));
 
 	/* ENOENT, whatever the timing, and only once. */
 	ASSERT_EQ(kcm_wait_so_error(m.kcm, 2000), ENOENT);
 	usleep(50000);
-	ASSERT_EQ(kcm_sockopt_int(m.kcm, SOL_SOCKET, SO_ERROR), 0);
+	ASSERT_EQ(kcm_u_getsockopt_int(m.kcm, SOL_SOCKET, SO_ERROR), 0);
 	/* Nothing went to another connection. */
 	for (i = 0; i < NCLIENTS; i++)
 		if (i != 1)
 			ASSERT_ERRNO(recv(m.client[i], buf, 1, MSG_DONTWAIT),
 				     EAGAIN);
 	/* The next unaddressed message goes out on one that is left. */
-	len = kcm_msg_build(buf, 100, 777);
+	len = kcm_u_msg_build(buf, 100, 777);
 	ASSERT_EQ(send_to_id(m.kcm, buf, len, -1, 0), len);
 	for (i = 0; i < NCLIENTS; i++)
 		pfd[i] = (struct pollfd){ .fd = i == 1 ? -1 : m.client[i],
@@ -921,9 +921,9 @@ static void unattach_queued_round(int delay_us)
 	for (i = 0; i < NCLIENTS; i++) {
 		if (!(pfd[i].revents & POLLIN))
 			continue;
-		ASSERT_EQ(kcm_tcp_read_msg(m.client[i], buf, sizeof(buf)),
-			  KCM_HDR + 100);
-		got = kcm_msg_check(buf, KCM_HDR + 100);
+		ASSERT_EQ(kcm_u_read_msg(m.client[i], buf, sizeof(buf)),
+			  KCM_U_HDR + 100);
+		got = kcm_u_msg_check(buf, KCM_U_HDR + 100);
 	}
 	ASSERT_EQ(got, 777);
 	/* Dropped, not retried. */
@@ -957,11 +957,11 @@ static long read_one(int fd, char *buf, size_t cap)
 {
 	__u32 hdr;
 
-	if (recv(fd, &hdr, KCM_HDR, MSG_PEEK | MSG_DONTWAIT) != KCM_HDR)
+	if (recv(fd, &hdr, KCM_U_HDR, MSG_PEEK | MSG_DONTWAIT) != KCM_U_HDR)
 		return -2;
-	ASSERT_LT(ntohl(hdr), cap - KCM_HDR);
-	ASSERT_OK(kcm_read_full(fd, buf, KCM_HDR + ntohl(hdr)));
-	return kcm_msg_check(buf, KCM_HDR + ntohl(hdr));
+	ASSERT_LT(ntohl(hdr), cap - KCM_U_HDR);
+	ASSERT_OK(kcm_u_read_full(fd, buf, KCM_U_HDR + ntohl(hdr)));
+	return kcm_u_msg_check(buf, KCM_U_HDR + ntohl(hdr));
 }
 
 /*
@@ -994,7 +994,7 @@ TEST_DIFFERS(conn_id_concurrent_senders, NO_ACCEPT)
 			for (j = 0; j < NMSG; j++) {
 				/* seq: sender, index, target (9: none) */
 				long to = (j % 3) ? (j + s) % NCLIENTS : -1;
-				size_t len = kcm_msg_build(buf, 16 + j % 50,
+				size_t len = kcm_u_msg_build(buf, 16 + j % 50,
 					s * 100000 + j * 10 +
 					(to < 0 ? 9 : to));
 

@@ -25,7 +25,7 @@ static int tcp_pair6(int *peer, int *local)
 	socklen_t len = sizeof(sin6);
 	int l;
 
-	kcm_lo_up();
+	kcm_u_lo_up();
 	l = socket(AF_INET6, SOCK_STREAM, 0);
 	if (l < 0 || bind(l, (struct sockaddr *)&sin6, len) || listen(l, 4) ||
 	    getsockname(l, (struct sockaddr *)&sin6, &len))
@@ -114,16 +114,16 @@ static void mux2_run(struct mux2 *m, int af)
 	memset(m, 0, sizeof(*m));
 	m->kcm[0] = kcm_socket(SOCK_DGRAM);
 	ASSERT_GE(m->kcm[0], 0);
-	m->kcm[1] = kcm_clone_fd(m->kcm[0]);
+	m->kcm[1] = kcm_u_clone(m->kcm[0]);
 	ASSERT_GE(m->kcm[1], 0);
-	prog = kcm_parser_len4();
+	prog = kcm_u_parser_len4();
 	ASSERT_GE(prog, 0);
 	for (i = 0; i < 2; i++) {
 		if (af == AF_INET6)
 			ASSERT_OK(tcp_pair6(&m->p[i], &m->l[i]));
 		else
-			ASSERT_OK(kcm_tcp_pair(&m->p[i], &m->l[i]));
-		ASSERT_OK(kcm_attach(m->kcm[0], m->l[i], prog));
+			ASSERT_OK(kcm_u_tcp_pair(&m->p[i], &m->l[i]));
+		ASSERT_OK(kcm_u_attach(m->kcm[0], m->l[i], prog));
 	}
 	close(prog);
 	ASSERT_OK(kcm_send_msgs(m->p[0], 0, 3, 20));
@@ -140,7 +140,7 @@ static void mux2_run(struct mux2 *m, int af)
 	}
 	for (i = 0; i < 4; i++) {
 		char msg[64];
-		size_t len = kcm_msg_build(msg, 36, i);
+		size_t len = kcm_u_msg_build(msg, 36, i);
 
 		ASSERT_EQ(send(m->kcm[i & 1], msg, len, 0), len);
 	}
@@ -213,13 +213,13 @@ TEST_DIFFERS(ext_ipv6_two_psocks, "no /proc/net/kcm_ext: the extended view is ou
 TEST_DIFFERS(ext_tx_dropped, "no /proc/net/kcm_ext: the extended view is ours")
 {
 	char line[1024], msg[64];
-	size_t len = kcm_msg_build(msg, 20, 7);
+	size_t len = kcm_u_msg_build(msg, 20, 7);
 	int kcm, clone, i;
 
 	kcm_enter_netns();
 	kcm = kcm_socket(SOCK_DGRAM);
 	ASSERT_GE(kcm, 0);
-	clone = kcm_clone_fd(kcm);
+	clone = kcm_u_clone(kcm);
 	ASSERT_GE(clone, 0);
 	for (i = 0; i < 3; i++)
 		ASSERT_EQ(send(clone, msg, len, MSG_DONTWAIT), len);
@@ -254,7 +254,7 @@ TEST_DIFFERS(ext_rejoin_half_drained,
 	kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
 	ASSERT_OK(setsockopt(kcm, SOL_SOCKET, SO_RCVBUF, &rcvbuf,
 			     sizeof(rcvbuf)));
-	rcvbuf = kcm_sockopt_int(kcm, SOL_SOCKET, SO_RCVBUF);
+	rcvbuf = kcm_u_getsockopt_int(kcm, SOL_SOCKET, SO_RCVBUF);
 	for (i = 0; i < N; i++) {
 		ASSERT_OK(kcm_send_msgs(peer, i, 1, 60));
 		usleep(2000);
@@ -356,9 +356,9 @@ TEST_DIFFERS(ext_unattach, "no /proc/net/kcm_ext: the extended view is ours")
 
 	kcm_enter_netns();
 	kcm = kcm_with_tcp(SOCK_SEQPACKET, &peer, &local);
-	ASSERT_OK(kcm_tcp_pair(&p2, &l2));
-	ASSERT_OK(kcm_attach(kcm, l2, kcm_parser_len4()));
-	ASSERT_OK(kcm_unattach(kcm, local));
+	ASSERT_OK(kcm_u_tcp_pair(&p2, &l2));
+	ASSERT_OK(kcm_u_attach(kcm, l2, kcm_u_parser_len4()));
+	ASSERT_OK(kcm_u_unattach(kcm, local));
 	ino_str(local, ino, sizeof(ino));
 	EXPECT_TRUE(kcm_ext_find("psock", "ino", ino, line, sizeof(line)));
 	psock_line(l2, line, sizeof(line));
@@ -617,7 +617,7 @@ TEST_DIFFERS(kcmstat_rates, "no /proc/net/kcm_ext: the extended view is ours")
 	ASSERT_OK(kcm_send_msgs(m.p[0], 100, 50, 100));
 	recv_any(&m, 50);
 	for (i = 0; i < 10; i++) {
-		size_t len = kcm_msg_build(msg, 36, i);
+		size_t len = kcm_u_msg_build(msg, 36, i);
 
 		ASSERT_EQ(send(m.kcm[0], msg, len, 0), len);
 	}
@@ -828,7 +828,7 @@ TEST_DIFFERS(kcmstat_rates_table, "no /proc/net/kcm_ext: the extended view is ou
 	ASSERT_OK(kcm_send_msgs(m.p[0], 100, 50, 100));
 	recv_any(&m, 50);
 	for (i = 0; i < 10; i++) {
-		len = kcm_msg_build(msg, 36, i);
+		len = kcm_u_msg_build(msg, 36, i);
 		ASSERT_EQ(send(m.kcm[0], msg, len, 0), len);
 	}
 	usleep(100000);

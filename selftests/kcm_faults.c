@@ -75,15 +75,15 @@ TEST(allocations_fail)
 	ASSERT_OK(faults_setup("failslab", 10));
 	if (!access(DBG "/fail_page_alloc", F_OK))
 		ASSERT_OK(faults_setup("fail_page_alloc", 10));
-	prog = kcm_parser_len4();
+	prog = kcm_u_parser_len4();
 	ASSERT_GE(prog, 0);
 
 	for (round = 0; round < 300; round++) {
 		int kcm, c = -1, peer, local, k, e;
 
-		if (kcm_tcp_pair(&peer, &local))
+		if (kcm_u_tcp_pair(&peer, &local))
 			continue;
-		kcm_set_timeo(peer, SO_RCVTIMEO, 5000);
+		kcm_u_set_timeo(peer, SO_RCVTIMEO, 5000);
 		faults_on(1);
 		kcm = kcm_socket(round & 1 ? SOCK_DGRAM : SOCK_SEQPACKET);
 		if (kcm < 0) {
@@ -93,13 +93,13 @@ TEST(allocations_fail)
 			failed++;
 			goto next;
 		}
-		c = kcm_clone_fd(kcm);
+		c = kcm_u_clone(kcm);
 		e = errno;
 		if (c < 0 && !clean_errno(e)) {
 			faults_on(0);
 			ASSERT_EQ(e, ENOMEM);
 		}
-		if (kcm_attach(kcm, local, prog)) {
+		if (kcm_u_attach(kcm, local, prog)) {
 			e = errno;
 			faults_on(0);
 			ASSERT_TRUE(clean_errno(e));
@@ -107,8 +107,8 @@ TEST(allocations_fail)
 			goto close_kcm;
 		}
 		for (k = 0; k < 5; k++) {
-			size_t len = kcm_msg_build(msg, 100 + round * 9 % 2800,
-						   round * 10 + k);
+			size_t len = kcm_u_msg_build(msg, 100 + round * 9 % 2800,
+						     round * 10 + k);
 			ssize_t n = send(kcm, msg, len,
 					 MSG_DONTWAIT | MSG_EOR);
 
@@ -123,7 +123,7 @@ TEST(allocations_fail)
 			ASSERT_EQ(n, len);
 			/* Acknowledged: it must arrive, whole. */
 			faults_on(0);
-			ASSERT_OK(kcm_read_full(peer, in, len));
+			ASSERT_OK(kcm_u_read_full(peer, in, len));
 			ASSERT_EQ(memcmp(in, msg, len), 0);
 			sent++;
 			faults_on(1);

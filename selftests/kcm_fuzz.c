@@ -147,7 +147,7 @@ static void op_tcp(void)
 {
 	int peer, local, one = 1;
 
-	if (kcm_tcp_pair(&peer, &local))
+	if (kcm_u_tcp_pair(&peer, &local))
 		return;
 	fcntl(peer, F_SETFL, O_NONBLOCK);
 	fcntl(local, F_SETFL, O_NONBLOCK);
@@ -275,7 +275,7 @@ static void load_progs(void)
 		BPF_EXIT_INSN(),
 	};
 
-	progs[0] = kcm_parser_len4();
+	progs[0] = kcm_u_parser_len4();
 	progs[1] = kcm_parser_const(0);
 	progs[2] = kcm_parser_const((int)rnd());
 	progs[3] = kcm_parser_const(-(int)pick(200));

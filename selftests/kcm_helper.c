@@ -49,7 +49,7 @@ static int hold(int netns)
 		perror("socket");
 		return 1;
 	}
-	c = kcm_clone_fd(fd);
+	c = kcm_u_clone(fd);
 	if (c < 0) {
 		perror("clone");
 		return 1;

@@ -14,13 +14,7 @@
 #include <linux/kcm.h>	/* this tree's include/uapi first (see Makefile) */
 
 #include "kcm_test.h"
-
-#ifndef AF_KCM
-#define AF_KCM 41
-#endif
-#ifndef SOL_KCM
-#define SOL_KCM 281
-#endif
+#include "kcm_util.h"
 
 #define KCM_PROC_MAX_MUX 1024
 #define KCM_CMD_WORDS	32	/* of a kcm_cmd() command line */
@@ -38,26 +32,6 @@ struct kcm_proc {
 static inline int kcm_socket(int type)
 {
 	return socket(AF_KCM, type, KCMPROTO_CONNECTED);
-}
-
-/* SIOCKCMCLONE: returns the new fd or -1 with errno set. */
-static inline int kcm_clone_fd(int fd)
-{
-	struct kcm_clone info = { .fd = -1 };
-
-	if (ioctl(fd, SIOCKCMCLONE, &info) < 0)
-		return -1;
-	return info.fd;
-}
-
-static inline int kcm_sockopt_int(int fd, int level, int name)
-{
-	socklen_t len = sizeof(int);
-	int val = -1;
-
-	if (getsockopt(fd, level, name, &val, &len) < 0)
-		return -1;
-	return val;
 }
 
 /* Parses /proc/net/kcm; returns 0, or -1 if it cannot be read or parsed. */

@@ -33,8 +33,8 @@ static int lsm_attach(const char *hook, struct bpf_insn *prog,
 	lsm_map = kcm_bpf_array_map(sizeof(struct lsm_state));
 	ASSERT_GE(lsm_map, 0);
 	prog[map_at].imm = lsm_map;
-	fd = kcm_bpf_load(BPF_PROG_TYPE_LSM, BPF_LSM_MAC, id, prog, n, log,
-			  sizeof(log));
+	fd = kcm_u_bpf_load(BPF_PROG_TYPE_LSM, BPF_LSM_MAC, id, prog, n, log,
+			    sizeof(log));
 	if (fd < 0) {
 		printf("# verifier: %s\n", log);
 		ASSERT_GE(fd, 0);
@@ -130,10 +130,10 @@ TEST_DIFFERS(lsm_sees_clones,
 	fd = kcm_socket(SOCK_DGRAM);
 	ASSERT_GE(fd, 0);
 	ASSERT_EQ(lsm_read().created, 1);
-	c = kcm_clone_fd(fd);
+	c = kcm_u_clone(fd);
 	ASSERT_GE(c, 0);
 	ASSERT_EQ(lsm_read().created, 2);
-	ASSERT_GE(kcm_clone_fd(c), 0);
+	ASSERT_GE(kcm_u_clone(c), 0);
 	ASSERT_EQ(lsm_read().created, 3);
 }
 
@@ -150,7 +150,7 @@ TEST_DIFFERS(lsm_refuses_clones,
 
 	lsm_deny(1);
 	ASSERT_ERRNO(socket(AF_KCM, SOCK_DGRAM, 0), EPERM);
-	ASSERT_ERRNO(kcm_clone_fd(fd), EPERM);
+	ASSERT_ERRNO(kcm_u_clone(fd), EPERM);
 	/* The refused clone left no descriptor and no socket. */
 	ASSERT_EQ(fcntl(fd + 1, F_GETFD), -1);
 	ASSERT_EQ(kcm_proc_read(&p), 0);
@@ -158,7 +158,7 @@ TEST_DIFFERS(lsm_refuses_clones,
 	ASSERT_EQ(p.kcms[0], 1);
 
 	lsm_deny(0);
-	ASSERT_GE(kcm_clone_fd(fd), 0);
+	ASSERT_GE(kcm_u_clone(fd), 0);
 	ASSERT_EQ(kcm_proc_read(&p), 0);
 	ASSERT_EQ(p.muxes, 1);
 	ASSERT_EQ(p.kcms[0], 2);

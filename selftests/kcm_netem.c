@@ -23,7 +23,7 @@
 
 #define ADDR_A		"10.211.0.1"	/* the TCP peers */
 #define ADDR_B		"10.211.0.2"	/* the KCM mux */
-#define MSG_MAX		(KCM_HDR + 300)
+#define MSG_MAX		(KCM_U_HDR + 300)
 #define TIMEO_MS	15000
 
 /* What netem does to the packets leaving each end of the veth pair. */
@@ -33,10 +33,7 @@ static char rbuf[1 << 16];
 
 static long now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (long)(kcm_u_now_ns() / 1000000);
 }
 
 /* A child that dies with the test. */
@@ -60,15 +57,15 @@ static size_t plen_of(uint32_t seq)
 
 static size_t build(char *buf, uint32_t seq)
 {
-	return kcm_msg_build(buf, plen_of(seq), seq);
+	return kcm_u_msg_build(buf, plen_of(seq), seq);
 }
 
 /* Returns the seq of a message we sent, whole and unchanged, or -1. */
 static long msg_check(const char *buf, size_t len)
 {
-	long seq = kcm_msg_check(buf, len);
+	long seq = kcm_u_msg_check(buf, len);
 
-	if (seq < 0 || len != KCM_HDR + plen_of(seq))
+	if (seq < 0 || len != KCM_U_HDR + plen_of(seq))
 		return -1;
 	return seq;
 }
@@ -88,7 +85,7 @@ static int send_seq(int fd, uint32_t seq)
 /* Reads one message from a TCP stream: its seq, -1 bad, -2 error/EOF. */
 static long tcp_read_msg(int fd, char *buf)
 {
-	long n = kcm_tcp_read_msg(fd, buf, MSG_MAX);
+	long n = kcm_u_read_msg(fd, buf, MSG_MAX);
 
 	return n < 0 ? n : msg_check(buf, n);
 }
@@ -313,20 +310,20 @@ static void env_connect(struct env *e, int *peer, int *local)
 	ASSERT_OK(connect(*peer, (struct sockaddr *)&e->sin, sizeof(e->sin)));
 	*local = accept(e->listener, NULL, NULL);
 	ASSERT_GE(*local, 0);
-	kcm_set_timeo(*peer, SO_RCVTIMEO, TIMEO_MS);
-	kcm_set_timeo(*peer, SO_SNDTIMEO, TIMEO_MS);
+	kcm_u_set_timeo(*peer, SO_RCVTIMEO, TIMEO_MS);
+	kcm_u_set_timeo(*peer, SO_SNDTIMEO, TIMEO_MS);
 }
 
 /* A KCM socket in B with two connections attached (len4 parser). */
 static int env_mux(struct env *e, int peer[2], int local[2])
 {
-	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_parser_len4(), c;
+	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_u_parser_len4(), c;
 
 	ASSERT_GE(kcm, 0);
 	ASSERT_GE(prog, 0);
 	for (c = 0; c < 2; c++) {
 		env_connect(e, &peer[c], &local[c]);
-		ASSERT_OK(kcm_attach(kcm, local[c], prog));
+		ASSERT_OK(kcm_u_attach(kcm, local[c], prog));
 	}
 	close(prog);
 	return kcm;
@@ -414,7 +411,7 @@ static int peer_stream(int fd, uint32_t first, int n)
 		chunk = 1 + (k * 7919 + first) % 4096;
 		if (chunk > len - off)
 			chunk = len - off;
-		ret = kcm_write_all(fd, buf + off, chunk);
+		ret = kcm_u_write_all(fd, buf + off, chunk);
 	}
 	free(buf);
 	return ret;
@@ -431,7 +428,7 @@ TEST_DIFFERS(netem_rx_ordered,
 
 	env_setup(&e);
 	kcm = env_mux(&e, peer, local);
-	kcm_set_timeo(kcm, SO_RCVTIMEO, TIMEO_MS);
+	kcm_u_set_timeo(kcm, SO_RCVTIMEO, TIMEO_MS);
 	t0 = now_ms();
 	for (c = 0; c < 2; c++) {
 		pid[c] = spawn();
@@ -474,7 +471,7 @@ TEST(netem_tx_ordered)
 	env_setup(&e);
 	kcm = env_mux(&e, peer, local);
 	fds[0] = kcm;
-	fds[1] = kcm_clone_fd(kcm);
+	fds[1] = kcm_u_clone(kcm);
 	ASSERT_GE(fds[1], 0);
 	ASSERT_OK(pipe(go));
 	for (s = 0; s < 2; s++) {
@@ -577,7 +574,7 @@ static void tx_reader0(int fd, int r0)
 
 	for (i = 0; i < r0; i++)
 		record(0, tcp_read_msg(fd, buf), buf);
-	if (kcm_read_full(fd, buf, KCM_HDR + 8))
+	if (kcm_u_read_full(fd, buf, KCM_U_HDR + 8))
 		_exit(2);
 	st(&sh->stopped, 1);
 	end = now_ms() + TIMEO_MS;
@@ -694,7 +691,7 @@ static void tx_reset_run(int strict, int r0, int after)
 	ASSERT_OK(setsockopt(peer[0], SOL_SOCKET, SO_RCVBUF, &k, sizeof(k)));
 	ASSERT_OK(setsockopt(local[0], SOL_SOCKET, SO_SNDBUF, &k, sizeof(k)));
 	fds[0] = kcm;
-	fds[1] = kcm_clone_fd(kcm);
+	fds[1] = kcm_u_clone(kcm);
 	ASSERT_GE(fds[1], 0);
 	/* Each reader owns its peer: the first one's close resets. */
 	rd[0] = spawn();
@@ -759,7 +756,7 @@ static void tx_reset_run(int strict, int r0, int after)
 	}
 	reader_check(1, kcm_wait_child(rd[1]));
 	if (!strict)
-		err = kcm_sockopt_int(local[0], SOL_SOCKET, SO_ERROR);
+		err = kcm_u_getsockopt_int(local[0], SOL_SOCKET, SO_ERROR);
 
 	for (c = 0; c < 2; c++) {
 		for (k = 0; k < sh->nrec[c]; k++) {
@@ -838,11 +835,11 @@ static void rx_peer0(int fd, int k, int paced)
 
 	for (i = 0; i < k; i++) {
 		len = build(buf, i);
-		if (kcm_write_all(fd, buf, len) || (paced && wait_acked(fd)))
+		if (kcm_u_write_all(fd, buf, len) || (paced && wait_acked(fd)))
 			_exit(1);
 	}
 	len = build(buf, k);
-	if (kcm_write_all(fd, buf, len / 2) || wait_acked(fd))
+	if (kcm_u_write_all(fd, buf, len / 2) || wait_acked(fd))
 		_exit(2);
 	reset_close(fd);
 	_exit(0);
@@ -857,7 +854,7 @@ static void rx_peer1(int fd, int n, int paced)
 	for (i = 0; i < n; i++) {
 		if (i == n / 2)
 			wait_phase(2);
-		if (kcm_write_all(fd, buf, build(buf, 1 << 16 | i)) ||
+		if (kcm_u_write_all(fd, buf, build(buf, 1 << 16 | i)) ||
 		    (paced && wait_acked(fd)))
 			_exit(1);
 	}
@@ -942,7 +939,7 @@ static void rx_reset_run(int strict, int k, int n)
 	ASSERT_EQ(kcm_wait_child(pid[1]), 0);
 	ASSERT_EQ(ld(&sh->phase), 2);
 	ASSERT_EQ(kcm_poll1(kcm, POLLIN, 300) & POLLIN, 0);
-	err = kcm_sockopt_int(local[0], SOL_SOCKET, SO_ERROR);
+	err = kcm_u_getsockopt_int(local[0], SOL_SOCKET, SO_ERROR);
 	TH_LOG("SO_ERROR of the reset connection: %d (%s)", err, strerror(err));
 	if (strict)
 		ASSERT_EQ(err, ECONNRESET);

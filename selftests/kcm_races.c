@@ -24,7 +24,7 @@ static void *unattach_thread(void *arg)
 {
 	int *fds = arg;	/* { kcm, tcp } */
 
-	kcm_unattach(fds[0], fds[1]);
+	kcm_u_unattach(fds[0], fds[1]);
 	return NULL;
 }
 
@@ -37,17 +37,17 @@ static void *close_thread(void *arg)
 /* CVE-2025-38717: a clone unattaches while the other sockets close. */
 TEST(unattach_vs_close)
 {
-	int prog = kcm_parser_len4(), r;
+	int prog = kcm_u_parser_len4(), r;
 
 	ASSERT_GE(prog, 0);
 	for (r = 0; r < ROUNDS; r++) {
-		int kcm = kcm_socket(SOCK_DGRAM), c = kcm_clone_fd(kcm);
+		int kcm = kcm_socket(SOCK_DGRAM), c = kcm_u_clone(kcm);
 		int peer, local, args[2];
 		pthread_t a, b;
 
 		ASSERT_GE(c, 0);
-		ASSERT_OK(kcm_tcp_pair(&peer, &local));
-		ASSERT_OK(kcm_attach(kcm, local, prog));
+		ASSERT_OK(kcm_u_tcp_pair(&peer, &local));
+		ASSERT_OK(kcm_u_attach(kcm, local, prog));
 		ASSERT_OK(kcm_send_msgs(peer, 0, 4, 50));
 		args[0] = c;
 		args[1] = local;
@@ -67,20 +67,20 @@ TEST(unattach_vs_close)
  */
 TEST(tx_work_vs_release)
 {
-	int prog = kcm_parser_len4(), r, sndbuf = 4096;
+	int prog = kcm_u_parser_len4(), r, sndbuf = 4096;
 	static char msg[3000];
-	size_t len = kcm_msg_build(msg, 2900, 1);
+	size_t len = kcm_u_msg_build(msg, 2900, 1);
 
 	for (r = 0; r < ROUNDS; r++) {
 		int kcm = kcm_socket(SOCK_DGRAM), peer, local, i;
 		pthread_t t;
 
-		ASSERT_OK(kcm_tcp_pair(&peer, &local));
+		ASSERT_OK(kcm_u_tcp_pair(&peer, &local));
 		ASSERT_OK(setsockopt(local, SOL_SOCKET, SO_SNDBUF, &sndbuf,
 				     sizeof(sndbuf)));
 		ASSERT_OK(setsockopt(peer, SOL_SOCKET, SO_RCVBUF, &sndbuf,
 				     sizeof(sndbuf)));
-		ASSERT_OK(kcm_attach(kcm, local, prog));
+		ASSERT_OK(kcm_u_attach(kcm, local, prog));
 		for (i = 0; i < 20; i++)
 			if (send(kcm, msg, len, MSG_DONTWAIT) < 0)
 				break;
@@ -122,7 +122,7 @@ TEST_DIFFERS(recv_vs_requeue,
 	     "messages stop arriving here: they straddle segments")
 {
 	enum { MSGS = 2000 };
-	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_parser_len4();
+	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_u_parser_len4();
 	static unsigned char seen[MSGS];
 	int peer, local, got = 0, idle = 0;
 	pthread_t t;
@@ -130,8 +130,8 @@ TEST_DIFFERS(recv_vs_requeue,
 	char buf[128];
 	long seq;
 
-	ASSERT_OK(kcm_tcp_pair(&peer, &local));
-	ASSERT_OK(kcm_attach(kcm, local, prog));
+	ASSERT_OK(kcm_u_tcp_pair(&peer, &local));
+	ASSERT_OK(kcm_u_attach(kcm, local, prog));
 	shared_kcm = kcm;
 	pid = fork();
 	ASSERT_GE(pid, 0);
@@ -139,7 +139,7 @@ TEST_DIFFERS(recv_vs_requeue,
 		_exit(kcm_send_msgs(peer, 0, MSGS, 40) ? 1 : 0);
 	ASSERT_OK(-pthread_create(&t, NULL, toggle_thread, NULL));
 	while (got < MSGS && idle < 500) {
-		int c = kcm_clone_fd(kcm), k;
+		int c = kcm_u_clone(kcm), k;
 
 		ASSERT_GE(c, 0);
 		for (k = 0; k < 20; k++) {
@@ -153,7 +153,7 @@ TEST_DIFFERS(recv_vs_requeue,
 				continue;
 			}
 			idle = 0;
-			seq = kcm_msg_check(buf, n);
+			seq = kcm_u_msg_check(buf, n);
 			ASSERT_TRUE(seq >= 0 && seq < MSGS);
 			ASSERT_EQ(seen[seq], 0);
 			seen[seq] = 1;

@@ -17,25 +17,25 @@ static char rbuf[BIG + 64];
 
 TEST(attach_bad_fds)
 {
-	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_parser_len4();
+	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_u_parser_len4();
 	int peer, local, file;
 
 	ASSERT_GE(prog, 0);
-	ASSERT_OK(kcm_tcp_pair(&peer, &local));
+	ASSERT_OK(kcm_u_tcp_pair(&peer, &local));
 	file = open("/proc/self/stat", O_RDONLY);
 	ASSERT_GE(file, 0);
 
-	ASSERT_ERRNO(kcm_attach(kcm, -1, prog), ENOENT);
-	ASSERT_ERRNO(kcm_attach(kcm, 12345, prog), ENOENT);
-	ASSERT_ERRNO(kcm_attach(kcm, file, prog), ENOENT);
-	ASSERT_ERRNO(kcm_attach(kcm, local, -1), EBADF);
-	ASSERT_ERRNO(kcm_attach(kcm, local, 12345), EBADF);
-	ASSERT_ERRNO(kcm_attach(kcm, local, file), EINVAL);
+	ASSERT_ERRNO(kcm_u_attach(kcm, -1, prog), ENOENT);
+	ASSERT_ERRNO(kcm_u_attach(kcm, 12345, prog), ENOENT);
+	ASSERT_ERRNO(kcm_u_attach(kcm, file, prog), ENOENT);
+	ASSERT_ERRNO(kcm_u_attach(kcm, local, -1), EBADF);
+	ASSERT_ERRNO(kcm_u_attach(kcm, local, 12345), EBADF);
+	ASSERT_ERRNO(kcm_u_attach(kcm, local, file), EINVAL);
 	ASSERT_ERRNO(ioctl(kcm, SIOCKCMATTACH, NULL), EFAULT);
 	ASSERT_ERRNO(ioctl(kcm, SIOCKCMUNATTACH, NULL), EFAULT);
 	/* Nothing was attached by any of these. */
-	ASSERT_ERRNO(kcm_unattach(kcm, local), ENOENT);
-	ASSERT_OK(kcm_attach(kcm, local, prog));
+	ASSERT_ERRNO(kcm_u_unattach(kcm, local), ENOENT);
+	ASSERT_OK(kcm_u_attach(kcm, local, prog));
 	close(kcm);
 }
 
@@ -47,36 +47,36 @@ TEST(attach_wrong_program_type)
 	};
 	int kcm = kcm_socket(SOCK_DGRAM), peer, local, prog, map;
 
-	ASSERT_OK(kcm_tcp_pair(&peer, &local));
-	prog = kcm_bpf_load(BPF_PROG_TYPE_SCHED_CLS, 0, 0, insns,
-			    ARRAY_SIZE(insns), NULL, 0);
+	ASSERT_OK(kcm_u_tcp_pair(&peer, &local));
+	prog = kcm_u_bpf_load(BPF_PROG_TYPE_SCHED_CLS, 0, 0, insns,
+			      ARRAY_SIZE(insns), NULL, 0);
 	ASSERT_GE(prog, 0);
 	map = kcm_bpf_array_map(4);
 	ASSERT_GE(map, 0);
-	ASSERT_ERRNO(kcm_attach(kcm, local, prog), EINVAL);
-	ASSERT_ERRNO(kcm_attach(kcm, local, map), EINVAL);
+	ASSERT_ERRNO(kcm_u_attach(kcm, local, prog), EINVAL);
+	ASSERT_ERRNO(kcm_u_attach(kcm, local, map), EINVAL);
 	close(kcm);
 }
 
 TEST(attach_wrong_sockets)
 {
 	int kcm = kcm_socket(SOCK_DGRAM), other = kcm_socket(SOCK_DGRAM);
-	int prog = kcm_parser_len4();
+	int prog = kcm_u_parser_len4();
 	int udp = socket(AF_INET, SOCK_DGRAM, 0);
 	int fresh = socket(AF_INET, SOCK_STREAM, 0);
 	int unix_s = socket(AF_UNIX, SOCK_STREAM, 0);
 	struct sockaddr_in sin;
-	int listener = kcm_tcp_listener(&sin);
+	int listener = kcm_u_tcp_listener(&sin);
 
 	ASSERT_GE(prog, 0);
 	ASSERT_GE(listener, 0);
-	ASSERT_ERRNO(kcm_attach(kcm, udp, prog), EOPNOTSUPP);
-	ASSERT_ERRNO(kcm_attach(kcm, unix_s, prog), EOPNOTSUPP);
-	ASSERT_ERRNO(kcm_attach(kcm, fresh, prog), EOPNOTSUPP);
-	ASSERT_ERRNO(kcm_attach(kcm, listener, prog), EOPNOTSUPP);
+	ASSERT_ERRNO(kcm_u_attach(kcm, udp, prog), EOPNOTSUPP);
+	ASSERT_ERRNO(kcm_u_attach(kcm, unix_s, prog), EOPNOTSUPP);
+	ASSERT_ERRNO(kcm_u_attach(kcm, fresh, prog), EOPNOTSUPP);
+	ASSERT_ERRNO(kcm_u_attach(kcm, listener, prog), EOPNOTSUPP);
 	/* A KCM socket is never attached, neither itself nor another. */
-	ASSERT_ERRNO(kcm_attach(kcm, kcm, prog), EOPNOTSUPP);
-	ASSERT_ERRNO(kcm_attach(kcm, other, prog), EOPNOTSUPP);
+	ASSERT_ERRNO(kcm_u_attach(kcm, kcm, prog), EOPNOTSUPP);
+	ASSERT_ERRNO(kcm_u_attach(kcm, other, prog), EOPNOTSUPP);
 	close(kcm);
 	close(other);
 }
@@ -84,20 +84,20 @@ TEST(attach_wrong_sockets)
 TEST(attach_twice)
 {
 	int kcm = kcm_socket(SOCK_DGRAM), other = kcm_socket(SOCK_DGRAM);
-	int prog = kcm_parser_len4(), peer, local, c;
+	int prog = kcm_u_parser_len4(), peer, local, c;
 
-	ASSERT_OK(kcm_tcp_pair(&peer, &local));
-	ASSERT_OK(kcm_attach(kcm, local, prog));
-	ASSERT_ERRNO(kcm_attach(kcm, local, prog), EALREADY);
-	ASSERT_ERRNO(kcm_attach(other, local, prog), EALREADY);
-	c = kcm_clone_fd(kcm);
+	ASSERT_OK(kcm_u_tcp_pair(&peer, &local));
+	ASSERT_OK(kcm_u_attach(kcm, local, prog));
+	ASSERT_ERRNO(kcm_u_attach(kcm, local, prog), EALREADY);
+	ASSERT_ERRNO(kcm_u_attach(other, local, prog), EALREADY);
+	c = kcm_u_clone(kcm);
 	ASSERT_GE(c, 0);
-	ASSERT_ERRNO(kcm_attach(c, local, prog), EALREADY);
+	ASSERT_ERRNO(kcm_u_attach(c, local, prog), EALREADY);
 	/* Only a socket of the owning mux can unattach it. */
-	ASSERT_ERRNO(kcm_unattach(other, local), ENOENT);
-	ASSERT_OK(kcm_unattach(c, local));
-	ASSERT_ERRNO(kcm_unattach(kcm, local), ENOENT);
-	ASSERT_OK(kcm_attach(other, local, prog));
+	ASSERT_ERRNO(kcm_u_unattach(other, local), ENOENT);
+	ASSERT_OK(kcm_u_unattach(c, local));
+	ASSERT_ERRNO(kcm_u_unattach(kcm, local), ENOENT);
+	ASSERT_OK(kcm_u_attach(other, local, prog));
 	close(kcm);
 	close(c);
 	close(other);
@@ -129,12 +129,12 @@ TEST_DIFFERS(recv_straddling,
 	int i;
 
 	for (i = 0; i < 4; i++)
-		len += kcm_msg_build(buf + len, 40 + i * 3, i);
-	ASSERT_OK(kcm_write_all(peer, buf, 70));
+		len += kcm_u_msg_build(buf + len, 40 + i * 3, i);
+	ASSERT_OK(kcm_u_write_all(peer, buf, 70));
 	usleep(100000);
-	ASSERT_OK(kcm_write_all(peer, buf + 70, 30));
+	ASSERT_OK(kcm_u_write_all(peer, buf + 70, 30));
 	usleep(100000);
-	ASSERT_OK(kcm_write_all(peer, buf + 100, len - 100));
+	ASSERT_OK(kcm_u_write_all(peer, buf + 100, len - 100));
 	for (i = 0; i < 4; i++) {
 		long seq = kcm_recv_check(kcm, rbuf, sizeof(rbuf));
 
@@ -150,7 +150,7 @@ TEST(recv_split)
 {
 	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
 	char msg[64];
-	size_t len = kcm_msg_build(msg, 40, 7), i;
+	size_t len = kcm_u_msg_build(msg, 40, 7), i;
 
 	for (i = 0; i < len; i++) {
 		ASSERT_EQ(write(peer, msg + i, 1), 1);
@@ -162,14 +162,14 @@ TEST(recv_split)
 
 TEST(recv_queued_before_attach)
 {
-	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_parser_len4();
+	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_u_parser_len4();
 	int peer, local;
 
-	ASSERT_OK(kcm_tcp_pair(&peer, &local));
+	ASSERT_OK(kcm_u_tcp_pair(&peer, &local));
 	ASSERT_OK(kcm_send_msgs(peer, 1, 2, 100));
 	usleep(100000);
-	kcm_set_timeo(kcm, SO_RCVTIMEO, 5000);
-	ASSERT_OK(kcm_attach(kcm, local, prog));
+	kcm_u_set_timeo(kcm, SO_RCVTIMEO, 5000);
+	ASSERT_OK(kcm_u_attach(kcm, local, prog));
 	ASSERT_EQ(kcm_recv_check(kcm, rbuf, sizeof(rbuf)), 1);
 	ASSERT_EQ(kcm_recv_check(kcm, rbuf, sizeof(rbuf)), 2);
 	close(kcm);
@@ -185,26 +185,26 @@ TEST(recv_sizes)
 	static const size_t sizes[] = { 0, 1, 3, 4, 63, 64, 1000, 2044,
 					2045, 4096, 16384, 65536, 100000,
 					262144, BIG };
-	int kcm = kcm_socket(SOCK_SEQPACKET), prog = kcm_parser_len4();
+	int kcm = kcm_socket(SOCK_SEQPACKET), prog = kcm_u_parser_len4();
 	int peer, local, rcvbuf = 2 * BIG;
 	char *msg = malloc(BIG + 64);
 	unsigned int i;
 	pid_t pid;
 
 	ASSERT_TRUE(msg);
-	ASSERT_OK(kcm_tcp_pair(&peer, &local));
+	ASSERT_OK(kcm_u_tcp_pair(&peer, &local));
 	ASSERT_OK(setsockopt(local, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf,
 			     sizeof(rcvbuf)));
-	ASSERT_OK(kcm_attach(kcm, local, prog));
-	kcm_set_timeo(kcm, SO_RCVTIMEO, 5000);
+	ASSERT_OK(kcm_u_attach(kcm, local, prog));
+	kcm_u_set_timeo(kcm, SO_RCVTIMEO, 5000);
 	pid = fork();
 	ASSERT_GE(pid, 0);
 	if (!pid) {
 		for (i = 0; i < ARRAY_SIZE(sizes); i++) {
-			size_t len = kcm_msg_build(msg, sizes[i],
+			size_t len = kcm_u_msg_build(msg, sizes[i],
 						    sizes[i] >= 4 ? i : 0);
 
-			if (kcm_write_all(peer, msg, len))
+			if (kcm_u_write_all(peer, msg, len))
 				_exit(1);
 		}
 		_exit(0);
@@ -213,12 +213,12 @@ TEST(recv_sizes)
 		int flags;
 		ssize_t n = kcm_recv(kcm, rbuf, sizeof(rbuf), 0, &flags);
 
-		ASSERT_EQ(n, KCM_HDR + sizes[i]);
+		ASSERT_EQ(n, KCM_U_HDR + sizes[i]);
 		ASSERT_TRUE(flags & MSG_EOR);
 		if (sizes[i] >= 4)
-			ASSERT_EQ(kcm_msg_check(rbuf, n), i);
+			ASSERT_EQ(kcm_u_msg_check(rbuf, n), i);
 		else
-			ASSERT_EQ(kcm_msg_check(rbuf, n), 0);
+			ASSERT_EQ(kcm_u_msg_check(rbuf, n), 0);
 	}
 	ASSERT_OK(waitpid(pid, NULL, 0));
 	free(msg);
@@ -235,7 +235,7 @@ TEST(recv_dgram_short_buffer)
 	ASSERT_EQ(kcm_recv(kcm, rbuf, 10, 0, &flags), 10);
 	EXPECT_TRUE(flags & MSG_TRUNC);
 	EXPECT_TRUE(flags & MSG_EOR);
-	ASSERT_EQ(kcm_msg_check(rbuf, 10), -1);
+	ASSERT_EQ(kcm_u_msg_check(rbuf, 10), -1);
 	/* As upstream: the MSG_TRUNC flag does not change the return value. */
 	ASSERT_EQ(kcm_recv(kcm, rbuf, 10, MSG_TRUNC, &flags), 10);
 	EXPECT_TRUE(flags & MSG_TRUNC);
@@ -248,7 +248,7 @@ TEST_DIFFERS(recv_seqpacket_pieces,
 {
 	int peer, local, kcm = kcm_with_tcp(SOCK_SEQPACKET, &peer, &local);
 	char msg[200];
-	size_t len = kcm_msg_build(msg, 96, 5);
+	size_t len = kcm_u_msg_build(msg, 96, 5);
 	int flags;
 
 	ASSERT_OK(kcm_send_msgs(peer, 5, 2, 96));
@@ -270,7 +270,7 @@ TEST(recv_peek)
 
 	ASSERT_OK(kcm_send_msgs(peer, 9, 1, 50));
 	ASSERT_EQ(kcm_recv(kcm, rbuf, sizeof(rbuf), MSG_PEEK, &flags), 54);
-	ASSERT_EQ(kcm_msg_check(rbuf, 54), 9);
+	ASSERT_EQ(kcm_u_msg_check(rbuf, 54), 9);
 	ASSERT_EQ(kcm_recv(kcm, rbuf, 8, MSG_PEEK, &flags), 8);
 	ASSERT_EQ(kcm_recv_check(kcm, rbuf, sizeof(rbuf)), 9);
 	ASSERT_ERRNO(recv(kcm, rbuf, 1, MSG_DONTWAIT), EAGAIN);
@@ -280,18 +280,17 @@ TEST(recv_peek)
 TEST(recv_nonblocking_and_timeout)
 {
 	int kcm = kcm_socket(SOCK_DGRAM);
-	struct timeval t0, t1;
+	uint64_t t0;
 	long ms;
 
 	ASSERT_ERRNO(recv(kcm, rbuf, 1, MSG_DONTWAIT), EAGAIN);
 	ASSERT_OK(fcntl(kcm, F_SETFL, O_NONBLOCK));
 	ASSERT_ERRNO(recv(kcm, rbuf, 1, 0), EAGAIN);
 	ASSERT_OK(fcntl(kcm, F_SETFL, 0));
-	kcm_set_timeo(kcm, SO_RCVTIMEO, 200);
-	gettimeofday(&t0, NULL);
+	kcm_u_set_timeo(kcm, SO_RCVTIMEO, 200);
+	t0 = kcm_u_now_ns();
 	ASSERT_ERRNO(recv(kcm, rbuf, 1, 0), EAGAIN);
-	gettimeofday(&t1, NULL);
-	ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_usec - t0.tv_usec) / 1000;
+	ms = kcm_u_ms_since(t0);
 	EXPECT_GE(ms, 150);
 	close(kcm);
 }
@@ -328,13 +327,13 @@ TEST(recv_blocking_wakeup)
 TEST(parser_error_posted)
 {
 	int kcm = kcm_socket(SOCK_DGRAM), bad = kcm_parser_const(-EBADMSG);
-	int good = kcm_parser_len4(), p1, l1, p2, l2;
+	int good = kcm_u_parser_len4(), p1, l1, p2, l2;
 
-	ASSERT_OK(kcm_tcp_pair(&p1, &l1));
-	ASSERT_OK(kcm_tcp_pair(&p2, &l2));
-	ASSERT_OK(kcm_attach(kcm, l1, bad));
-	ASSERT_OK(kcm_attach(kcm, l2, good));
-	kcm_set_timeo(kcm, SO_RCVTIMEO, 5000);
+	ASSERT_OK(kcm_u_tcp_pair(&p1, &l1));
+	ASSERT_OK(kcm_u_tcp_pair(&p2, &l2));
+	ASSERT_OK(kcm_u_attach(kcm, l1, bad));
+	ASSERT_OK(kcm_u_attach(kcm, l2, good));
+	kcm_u_set_timeo(kcm, SO_RCVTIMEO, 5000);
 	ASSERT_OK(kcm_send_msgs(p1, 1, 1, 10));
 	ASSERT_TRUE(kcm_poll1(l1, POLLERR, 5000) & POLLERR);
 	ASSERT_EQ(kcm_wait_so_error(l1, 100), EBADMSG);
@@ -354,8 +353,8 @@ TEST_DIFFERS(parser_error_out_of_range,
 	unsigned int i;
 
 	for (i = 0; i < ARRAY_SIZE(rets); i++) {
-		ASSERT_OK(kcm_tcp_pair(&peer, &local));
-		ASSERT_OK(kcm_attach(kcm, local, kcm_parser_const(rets[i])));
+		ASSERT_OK(kcm_u_tcp_pair(&peer, &local));
+		ASSERT_OK(kcm_u_attach(kcm, local, kcm_parser_const(rets[i])));
 		ASSERT_OK(kcm_send_msgs(peer, 1, 1, 10));
 		ASSERT_EQ(kcm_wait_so_error(local, 5000), EPROTO);
 	}
@@ -364,14 +363,14 @@ TEST_DIFFERS(parser_error_out_of_range,
 
 TEST(parser_too_big)
 {
-	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_parser_len4();
+	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_u_parser_len4();
 	int peer, local, rcvbuf = 65536;
 	char hdr[8] = { 0x10, 0, 0, 0 };	/* 256 MB */
 
-	ASSERT_OK(kcm_tcp_pair(&peer, &local));
+	ASSERT_OK(kcm_u_tcp_pair(&peer, &local));
 	ASSERT_OK(setsockopt(local, SOL_SOCKET, SO_RCVBUF, &rcvbuf,
 			     sizeof(rcvbuf)));
-	ASSERT_OK(kcm_attach(kcm, local, prog));
+	ASSERT_OK(kcm_u_attach(kcm, local, prog));
 	ASSERT_EQ(write(peer, hdr, sizeof(hdr)), sizeof(hdr));
 	ASSERT_EQ(kcm_wait_so_error(local, 5000), EMSGSIZE);
 	close(kcm);
@@ -383,8 +382,8 @@ TEST(parser_late_length)
 	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_parser_min_len(8, 2);
 	int peer, local;
 
-	ASSERT_OK(kcm_tcp_pair(&peer, &local));
-	ASSERT_OK(kcm_attach(kcm, local, prog));
+	ASSERT_OK(kcm_u_tcp_pair(&peer, &local));
+	ASSERT_OK(kcm_u_attach(kcm, local, prog));
 	ASSERT_EQ(write(peer, "abcd", 4), 4);
 	usleep(100000);
 	ASSERT_EQ(write(peer, "efgh", 4), 4);
@@ -401,10 +400,10 @@ TEST_DIFFERS(parser_always_more,
 	int peer, local, rcvbuf = 65536, i;
 	char chunk[4096] = { 0 };
 
-	ASSERT_OK(kcm_tcp_pair(&peer, &local));
+	ASSERT_OK(kcm_u_tcp_pair(&peer, &local));
 	ASSERT_OK(setsockopt(local, SOL_SOCKET, SO_RCVBUF, &rcvbuf,
 			     sizeof(rcvbuf)));
-	ASSERT_OK(kcm_attach(kcm, local, prog));
+	ASSERT_OK(kcm_u_attach(kcm, local, prog));
 	ASSERT_OK(fcntl(peer, F_SETFL, O_NONBLOCK));
 	for (i = 0; i < 1024; i++)
 		if (write(peer, chunk, sizeof(chunk)) < 0)
@@ -415,16 +414,16 @@ TEST_DIFFERS(parser_always_more,
 
 TEST(assembly_timeout)
 {
-	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_parser_len4();
+	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_u_parser_len4();
 	int peer, local, err;
 	char hdr[10] = { 0, 0, 0, 100 };
 
-	ASSERT_OK(kcm_tcp_pair(&peer, &local));
-	kcm_set_timeo(local, SO_RCVTIMEO, 200);
-	ASSERT_OK(kcm_attach(kcm, local, prog));
+	ASSERT_OK(kcm_u_tcp_pair(&peer, &local));
+	kcm_u_set_timeo(local, SO_RCVTIMEO, 200);
+	ASSERT_OK(kcm_u_attach(kcm, local, prog));
 	ASSERT_EQ(write(peer, hdr, sizeof(hdr)), sizeof(hdr));
 	usleep(50000);
-	EXPECT_EQ(kcm_sockopt_int(local, SOL_SOCKET, SO_ERROR), 0);
+	EXPECT_EQ(kcm_u_getsockopt_int(local, SOL_SOCKET, SO_ERROR), 0);
 	err = kcm_wait_so_error(local, 5000);
 	ASSERT_EQ(err, ETIMEDOUT);
 	close(kcm);
@@ -437,7 +436,7 @@ static int drain(int fd, int *seen)
 	long seq;
 
 	while ((len = kcm_recv(fd, rbuf, 64, MSG_DONTWAIT, &flags)) > 0) {
-		seq = kcm_msg_check(rbuf, len);
+		seq = kcm_u_msg_check(rbuf, len);
 		if (seq < 0 || seq >= 32 || (*seen & (1 << seq)))
 			return -1;
 		*seen |= 1 << seq;
@@ -451,7 +450,7 @@ TEST_DIFFERS(round_robin,
 	     "upstream feeds one socket until its buffer is full")
 {
 	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
-	int c = kcm_clone_fd(kcm), seen = 0;
+	int c = kcm_u_clone(kcm), seen = 0;
 
 	ASSERT_GE(c, 0);
 	ASSERT_OK(kcm_send_msgs(peer, 0, 10, 16));
@@ -467,11 +466,11 @@ TEST_DIFFERS(round_robin,
 TEST(recv_disable_requeues)
 {
 	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
-	int c = kcm_clone_fd(kcm), one = 1, seen = 0;
+	int c = kcm_u_clone(kcm), one = 1, seen = 0;
 	long seq;
 
 	ASSERT_GE(c, 0);
-	kcm_set_timeo(c, SO_RCVTIMEO, 5000);
+	kcm_u_set_timeo(c, SO_RCVTIMEO, 5000);
 	ASSERT_OK(kcm_send_msgs(peer, 0, 6, 16));
 	usleep(200000);
 	ASSERT_OK(setsockopt(kcm, SOL_KCM, KCM_RECV_DISABLE, &one,
@@ -491,7 +490,7 @@ TEST(recv_disable_requeues)
 TEST(close_requeues)
 {
 	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
-	int c = kcm_clone_fd(kcm), seen = 0;
+	int c = kcm_u_clone(kcm), seen = 0;
 	long seq;
 
 	ASSERT_GE(c, 0);
@@ -579,14 +578,14 @@ TEST_DIFFERS(many_connections,
 	     "upstream stops delivering a few thousand messages in: they straddle segments")
 {
 	enum { CONNS = 4, MSGS = 2000 };
-	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_parser_len4();
+	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_u_parser_len4();
 	int peer[CONNS], local[CONNS], next[CONNS] = { 0 }, i, total;
 	long seq;
 
-	kcm_set_timeo(kcm, SO_RCVTIMEO, 5000);
+	kcm_u_set_timeo(kcm, SO_RCVTIMEO, 5000);
 	for (i = 0; i < CONNS; i++) {
-		ASSERT_OK(kcm_tcp_pair(&peer[i], &local[i]));
-		ASSERT_OK(kcm_attach(kcm, local[i], prog));
+		ASSERT_OK(kcm_u_tcp_pair(&peer[i], &local[i]));
+		ASSERT_OK(kcm_u_attach(kcm, local[i], prog));
 	}
 	for (i = 0; i < CONNS; i++) {
 		if (!fork())
@@ -621,7 +620,7 @@ TEST(unattach_returns_socket)
 	ASSERT_EQ(kcm_recv_check(kcm, rbuf, 64), 1);
 	ASSERT_EQ(kcm_proc_read(&p), 0);
 	ASSERT_EQ(p.psocks[0], 1);
-	ASSERT_OK(kcm_unattach(kcm, local));
+	ASSERT_OK(kcm_u_unattach(kcm, local));
 	ASSERT_EQ(kcm_proc_read(&p), 0);
 	ASSERT_EQ(p.psocks[0], 0);
 	ASSERT_EQ(write(peer, "plain", 5), 5);
@@ -642,7 +641,7 @@ TEST(tcp_fd_closed_while_attached)
 	ASSERT_EQ(kcm_recv_check(kcm, rbuf, 64), 4);
 	/* Closing the mux releases the last reference: the peer sees EOF. */
 	close(kcm);
-	kcm_set_timeo(peer, SO_RCVTIMEO, 5000);
+	kcm_u_set_timeo(peer, SO_RCVTIMEO, 5000);
 	ASSERT_EQ(read(peer, &c, 1), 0);
 }
 
@@ -650,13 +649,13 @@ TEST(tcp_fd_closed_while_attached)
 TEST(mux_close_releases_tcp)
 {
 	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
-	int other = kcm_socket(SOCK_DGRAM), prog = kcm_parser_len4();
+	int other = kcm_socket(SOCK_DGRAM), prog = kcm_u_parser_len4();
 
 	ASSERT_OK(kcm_send_msgs(peer, 1, 3, 8));
 	usleep(100000);
 	close(kcm);
-	ASSERT_OK(kcm_attach(other, local, prog));
-	kcm_set_timeo(other, SO_RCVTIMEO, 5000);
+	ASSERT_OK(kcm_u_attach(other, local, prog));
+	kcm_u_set_timeo(other, SO_RCVTIMEO, 5000);
 	ASSERT_OK(kcm_send_msgs(peer, 9, 1, 8));
 	ASSERT_EQ(kcm_recv_check(other, rbuf, 64), 9);
 	close(other);

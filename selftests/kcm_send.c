@@ -22,14 +22,14 @@ static char sbuf[1 << 20];
 /* Reads one message from a TCP stream: its seq, or a negative number. */
 static long tcp_read_msg(int fd, char *buf, size_t cap)
 {
-	long n = kcm_tcp_read_msg(fd, buf, cap);
+	long n = kcm_u_read_msg(fd, buf, cap);
 
-	return n < 0 ? n : kcm_msg_check(buf, n);
+	return n < 0 ? n : kcm_u_msg_check(buf, n);
 }
 
 static ssize_t send_msg(int fd, size_t plen, uint32_t seq, int flags)
 {
-	size_t len = kcm_msg_build(sbuf, plen, seq);
+	size_t len = kcm_u_msg_build(sbuf, plen, seq);
 
 	return send(fd, sbuf, len, flags);
 }
@@ -42,7 +42,7 @@ TEST(send_dgram)
 
 	for (i = 0; i < ARRAY_SIZE(sizes); i++)
 		ASSERT_EQ(send_msg(kcm, sizes[i], sizes[i] >= 4 ? i : 0, 0),
-			  KCM_HDR + sizes[i]);
+			  KCM_U_HDR + sizes[i]);
 	for (i = 0; i < ARRAY_SIZE(sizes); i++)
 		ASSERT_EQ(tcp_read_msg(peer, sbuf, sizeof(sbuf)),
 			  sizes[i] >= 4 ? i : 0);
@@ -55,7 +55,7 @@ TEST(send_pieces)
 	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
 	int peer2, local2, kcm2 = kcm_with_tcp(SOCK_SEQPACKET, &peer2, &local2);
 	char msg[200];
-	size_t len = kcm_msg_build(msg, 150, 42);
+	size_t len = kcm_u_msg_build(msg, 150, 42);
 
 	ASSERT_EQ(send(kcm, msg, 10, MSG_MORE), 10);
 	ASSERT_EQ(send(kcm, msg + 10, 0, MSG_MORE), 0);
@@ -87,7 +87,7 @@ static void mm_build(int n, size_t plen, uint32_t first)
 	memset(mm, 0, sizeof(mm));
 	for (i = 0; i < n; i++) {
 		mm_iov[i].iov_base = mm_buf[i];
-		mm_iov[i].iov_len = kcm_msg_build(mm_buf[i], plen, first + i);
+		mm_iov[i].iov_len = kcm_u_msg_build(mm_buf[i], plen, first + i);
 		mm[i].msg_hdr.msg_iov = &mm_iov[i];
 		mm[i].msg_hdr.msg_iovlen = 1;
 	}
@@ -111,7 +111,7 @@ TEST(send_batch)
 	int i;
 
 	for (i = 0; i < 3; i++)
-		ASSERT_EQ(send_msg(kcm, 20, i, MSG_BATCH), KCM_HDR + 20);
+		ASSERT_EQ(send_msg(kcm, 20, i, MSG_BATCH), KCM_U_HDR + 20);
 	/* An empty end of record ends the batch. */
 	ASSERT_EQ(send(kcm, NULL, 0, 0), 0);
 	for (i = 0; i < 3; i++)
@@ -120,7 +120,7 @@ TEST(send_batch)
 	mm_build(8, 30, 10);
 	ASSERT_EQ(sendmmsg(kcm, mm, 8, 0), 8);
 	for (i = 0; i < 8; i++)
-		ASSERT_EQ(mm[i].msg_len, KCM_HDR + 30);
+		ASSERT_EQ(mm[i].msg_len, KCM_U_HDR + 30);
 	expect_msgs(peer, 10, 8);
 	close(kcm);
 }
@@ -135,15 +135,16 @@ TEST_DIFFERS(send_batch_by_hand,
 	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
 	int i;
 
-	kcm_set_timeo(peer, SO_RCVTIMEO, 2000);
+	kcm_u_set_timeo(peer, SO_RCVTIMEO, 2000);
 	for (i = 0; i < 4; i++)
-		ASSERT_EQ(send_msg(kcm, 20 + i, i, MSG_BATCH), KCM_HDR + 20 + i);
+		ASSERT_EQ(send_msg(kcm, 20 + i, i, MSG_BATCH),
+			  KCM_U_HDR + 20 + i);
 	expect_msgs(peer, 0, 4);
 	/* SEQPACKET: the batch flag on the end of a record. */
 	close(kcm);
 	kcm = kcm_with_tcp(SOCK_SEQPACKET, &peer, &local);
-	kcm_set_timeo(peer, SO_RCVTIMEO, 2000);
-	ASSERT_EQ(send_msg(kcm, 50, 7, MSG_EOR | MSG_BATCH), KCM_HDR + 50);
+	kcm_u_set_timeo(peer, SO_RCVTIMEO, 2000);
+	ASSERT_EQ(send_msg(kcm, 50, 7, MSG_EOR | MSG_BATCH), KCM_U_HDR + 50);
 	expect_msgs(peer, 7, 1);
 	close(kcm);
 }
@@ -156,13 +157,13 @@ TEST(send_mmsg_cut_by_fault)
 			 -1, 0);
 
 	ASSERT_TRUE(bad != MAP_FAILED);
-	kcm_set_timeo(peer, SO_RCVTIMEO, 2000);
+	kcm_u_set_timeo(peer, SO_RCVTIMEO, 2000);
 	mm_build(5, 40, 100);
 	mm_iov[2].iov_base = bad;
 	ASSERT_EQ(sendmmsg(kcm, mm, 5, 0), 2);
 	expect_msgs(peer, 100, 2);
 	/* The socket is intact: the faulting message left nothing behind. */
-	ASSERT_EQ(send_msg(kcm, 40, 102, 0), KCM_HDR + 40);
+	ASSERT_EQ(send_msg(kcm, 40, 102, 0), KCM_U_HDR + 40);
 	expect_msgs(peer, 102, 1);
 	close(kcm);
 }
@@ -176,7 +177,7 @@ TEST_DIFFERS(send_mmsg_cut_by_bad_msghdr,
 {
 	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
 
-	kcm_set_timeo(peer, SO_RCVTIMEO, 2000);
+	kcm_u_set_timeo(peer, SO_RCVTIMEO, 2000);
 	mm_build(5, 40, 200);
 	mm[2].msg_hdr.msg_iov = (struct iovec *)8;
 	ASSERT_EQ(sendmmsg(kcm, mm, 5, 0), 2);
@@ -193,18 +194,18 @@ static int attach_small_buffers(int kcm, int prog, int *peer)
 {
 	int local, size = 4096;
 
-	if (kcm_tcp_pair(peer, &local) ||
+	if (kcm_u_tcp_pair(peer, &local) ||
 	    setsockopt(local, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size)) ||
 	    setsockopt(*peer, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size)) ||
 	    setsockopt(kcm, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size)))
 		return -1;
-	return kcm_attach(kcm, local, prog);
+	return kcm_u_attach(kcm, local, prog);
 }
 
 /* MSG_DONTWAIT on a full send buffer ends the batch where it stops. */
 TEST(send_mmsg_full_dontwait)
 {
-	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_parser_len4();
+	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_u_parser_len4();
 	int peer, sent = 0, n;
 	uint32_t first = 0;
 
@@ -223,7 +224,7 @@ TEST(send_mmsg_full_dontwait)
 	ASSERT_EQ(errno, EAGAIN);
 	ASSERT_GT(sent, 0);
 	/* Every message reported sent arrives, and nothing else. */
-	kcm_set_timeo(peer, SO_RCVTIMEO, 5000);
+	kcm_u_set_timeo(peer, SO_RCVTIMEO, 5000);
 	expect_msgs(peer, 0, sent);
 	close(kcm);
 }
@@ -236,7 +237,7 @@ static void on_alarm(int sig)
 /* A signal ends a blocked sendmmsg(): what it reported sent goes out. */
 TEST(send_mmsg_signal)
 {
-	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_parser_len4();
+	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_u_parser_len4();
 	int peer, sent = 0, n;
 	struct sigaction sa = { .sa_handler = on_alarm };
 	struct itimerval it = { .it_value = { .tv_usec = 300000 } };
@@ -256,7 +257,7 @@ TEST(send_mmsg_signal)
 	} while (n == MM_MAX && sent < (1 << 20));
 	ASSERT_TRUE(n >= 0 || errno == EINTR);
 	ASSERT_GT(sent, 0);
-	kcm_set_timeo(peer, SO_RCVTIMEO, 5000);
+	kcm_u_set_timeo(peer, SO_RCVTIMEO, 5000);
 	expect_msgs(peer, 0, sent);
 	close(kcm);
 }
@@ -265,7 +266,7 @@ TEST(send_writev)
 {
 	int peer, local, kcm = kcm_with_tcp(SOCK_SEQPACKET, &peer, &local);
 	char msg[300];
-	size_t len = kcm_msg_build(msg, 290, 77);
+	size_t len = kcm_u_msg_build(msg, 290, 77);
 	struct iovec iov[3] = {
 		{ msg, 1 }, { msg + 1, 200 }, { msg + 201, len - 201 },
 	};
@@ -284,11 +285,11 @@ TEST(send_16mb)
 	pid_t pid;
 
 	ASSERT_TRUE(msg && in);
-	len = kcm_msg_build(msg, BIG - KCM_HDR, 5);
+	len = kcm_u_msg_build(msg, BIG - KCM_U_HDR, 5);
 	pid = fork();
 	ASSERT_GE(pid, 0);
 	if (!pid) {
-		if (kcm_read_full(peer, in, len) || memcmp(in, msg, len))
+		if (kcm_u_read_full(peer, in, len) || memcmp(in, msg, len))
 			_exit(1);
 		_exit(0);
 	}
@@ -306,7 +307,7 @@ static void copy_fault_variant(int type, size_t first_len, int start_more)
 	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2 };
 	int i, sndbuf = 65536, eor = type == SOCK_SEQPACKET ? MSG_EOR : 0;
 	char msg[100];
-	size_t len = kcm_msg_build(msg, 90, 3);
+	size_t len = kcm_u_msg_build(msg, 90, 3);
 
 	ASSERT_OK(setsockopt(kcm, SOL_SOCKET, SO_SNDBUF, &sndbuf,
 			     sizeof(sndbuf)));
@@ -338,9 +339,9 @@ TEST_DIFFERS(send_copy_fault,
 TEST_DIFFERS(send_backpressure,
 	     "upstream always reports POLLOUT, even when send would return EAGAIN")
 {
-	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_parser_len4();
+	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_u_parser_len4();
 	int sndbuf = 16384, n = 0, peer, local, i;
-	struct timeval t0, t1;
+	uint64_t t0;
 
 	ASSERT_OK(setsockopt(kcm, SOL_SOCKET, SO_SNDBUF, &sndbuf,
 			     sizeof(sndbuf)));
@@ -351,17 +352,15 @@ TEST_DIFFERS(send_backpressure,
 	ASSERT_GE(n, 4);
 	EXPECT_EQ(kcm_poll1(kcm, POLLOUT, 0) & POLLOUT, 0);
 
-	kcm_set_timeo(kcm, SO_SNDTIMEO, 200);
-	gettimeofday(&t0, NULL);
+	kcm_u_set_timeo(kcm, SO_SNDTIMEO, 200);
+	t0 = kcm_u_now_ns();
 	ASSERT_ERRNO(send_msg(kcm, 200, n, 0), EAGAIN);
-	gettimeofday(&t1, NULL);
-	EXPECT_GE((t1.tv_sec - t0.tv_sec) * 1000 +
-		  (t1.tv_usec - t0.tv_usec) / 1000, 150);
+	EXPECT_GE(kcm_u_ms_since(t0), 150);
 
 	/* A connection appears: everything queued goes out, in order. */
-	ASSERT_OK(kcm_tcp_pair(&peer, &local));
-	kcm_set_timeo(peer, SO_RCVTIMEO, 5000);
-	ASSERT_OK(kcm_attach(kcm, local, prog));
+	ASSERT_OK(kcm_u_tcp_pair(&peer, &local));
+	kcm_u_set_timeo(peer, SO_RCVTIMEO, 5000);
+	ASSERT_OK(kcm_u_attach(kcm, local, prog));
 	for (i = 0; i < n; i++)
 		ASSERT_EQ(tcp_read_msg(peer, sbuf, sizeof(sbuf)), i);
 	ASSERT_TRUE(kcm_poll1(kcm, POLLOUT, 5000) & POLLOUT);
@@ -377,8 +376,8 @@ static void *sender_thread(void *arg)
 	char msg[600];
 
 	for (i = 0; i < 500; i++) {
-		size_t len = kcm_msg_build(msg, 100 + (i % 400),
-					   (id << 16) | i);
+		size_t len = kcm_u_msg_build(msg, 100 + (i % 400),
+					     (id << 16) | i);
 
 		if (send(shared_fd, msg, len, 0) != (ssize_t)len)
 			return (void *)1;
@@ -415,18 +414,18 @@ TEST(send_concurrent_one_socket)
 TEST(send_many_over_few)
 {
 	enum { SENDERS = 4, MSGS = 1000 };
-	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_parser_len4();
+	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_u_parser_len4();
 	int peer[2], local[2], fds[SENDERS], count[SENDERS] = { 0 }, i, c;
 	long seq;
 
 	for (c = 0; c < 2; c++) {
-		ASSERT_OK(kcm_tcp_pair(&peer[c], &local[c]));
-		ASSERT_OK(kcm_attach(kcm, local[c], prog));
+		ASSERT_OK(kcm_u_tcp_pair(&peer[c], &local[c]));
+		ASSERT_OK(kcm_u_attach(kcm, local[c], prog));
 		ASSERT_OK(fcntl(peer[c], F_SETFL, O_NONBLOCK));
 	}
 	fds[0] = kcm;
 	for (i = 1; i < SENDERS; i++)
-		fds[i] = kcm_clone_fd(kcm);
+		fds[i] = kcm_u_clone(kcm);
 	for (i = 0; i < SENDERS; i++) {
 		if (!fork()) {
 			int k;
@@ -470,25 +469,25 @@ TEST(send_many_over_few)
 TEST_DIFFERS(send_failover,
 	     "upstream posts EPIPE whatever the cause")
 {
-	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_parser_len4();
+	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_u_parser_len4();
 	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 	int pa, la, pb, lb, i, err;
 
 	signal(SIGPIPE, SIG_IGN);
-	ASSERT_OK(kcm_tcp_pair(&pa, &la));
-	ASSERT_OK(kcm_tcp_pair(&pb, &lb));
-	ASSERT_OK(kcm_attach(kcm, la, prog));
-	ASSERT_OK(kcm_attach(kcm, lb, prog));
-	kcm_set_timeo(pb, SO_RCVTIMEO, 5000);
+	ASSERT_OK(kcm_u_tcp_pair(&pa, &la));
+	ASSERT_OK(kcm_u_tcp_pair(&pb, &lb));
+	ASSERT_OK(kcm_u_attach(kcm, la, prog));
+	ASSERT_OK(kcm_u_attach(kcm, lb, prog));
+	kcm_u_set_timeo(pb, SO_RCVTIMEO, 5000);
 	/* The first psock is reserved first: break it with a reset. */
 	ASSERT_OK(setsockopt(pa, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)));
 	close(pa);
 	usleep(100000);
 	for (i = 0; i < 10; i++)
-		ASSERT_EQ(send_msg(kcm, 500, i, 0), KCM_HDR + 500);
+		ASSERT_EQ(send_msg(kcm, 500, i, 0), KCM_U_HDR + 500);
 	for (i = 0; i < 10; i++)
 		ASSERT_EQ(tcp_read_msg(pb, sbuf, sizeof(sbuf)), i);
-	err = kcm_sockopt_int(la, SOL_SOCKET, SO_ERROR);
+	err = kcm_u_getsockopt_int(la, SOL_SOCKET, SO_ERROR);
 	TH_LOG("SO_ERROR of the broken connection: %d (%s)", err,
 	       strerror(err));
 	ASSERT_EQ(err, ECONNRESET);
@@ -499,19 +498,19 @@ TEST_DIFFERS(send_failover,
 TEST_DIFFERS(send_failover_no_sigpipe,
 	     "upstream raises SIGPIPE in the sending task when a connection breaks")
 {
-	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_parser_len4();
+	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_u_parser_len4();
 	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 	int pa, la, pb, lb;
 
-	ASSERT_OK(kcm_tcp_pair(&pa, &la));
-	ASSERT_OK(kcm_tcp_pair(&pb, &lb));
-	ASSERT_OK(kcm_attach(kcm, la, prog));
-	ASSERT_OK(kcm_attach(kcm, lb, prog));
-	kcm_set_timeo(pb, SO_RCVTIMEO, 5000);
+	ASSERT_OK(kcm_u_tcp_pair(&pa, &la));
+	ASSERT_OK(kcm_u_tcp_pair(&pb, &lb));
+	ASSERT_OK(kcm_u_attach(kcm, la, prog));
+	ASSERT_OK(kcm_u_attach(kcm, lb, prog));
+	kcm_u_set_timeo(pb, SO_RCVTIMEO, 5000);
 	ASSERT_OK(setsockopt(pa, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)));
 	close(pa);
 	usleep(100000);
-	ASSERT_EQ(send_msg(kcm, 500, 1, 0), KCM_HDR + 500);
+	ASSERT_EQ(send_msg(kcm, 500, 1, 0), KCM_U_HDR + 500);
 	ASSERT_EQ(tcp_read_msg(pb, sbuf, sizeof(sbuf)), 1);
 	close(kcm);
 }
@@ -519,31 +518,31 @@ TEST_DIFFERS(send_failover_no_sigpipe,
 /* Unattach the psock a big message is half written to. */
 TEST(send_unattach_reserved)
 {
-	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_parser_len4();
+	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_u_parser_len4();
 	int pa, la, pb, lb, sndbuf = 16384, rcvbuf = 16384;
-	size_t len = kcm_msg_build(sbuf, 500000, 9);
+	size_t len = kcm_u_msg_build(sbuf, 500000, 9);
 	char *in = malloc(len);
 	pid_t pid;
 
-	ASSERT_OK(kcm_tcp_pair(&pa, &la));
-	ASSERT_OK(kcm_tcp_pair(&pb, &lb));
+	ASSERT_OK(kcm_u_tcp_pair(&pa, &la));
+	ASSERT_OK(kcm_u_tcp_pair(&pb, &lb));
 	ASSERT_OK(setsockopt(la, SOL_SOCKET, SO_SNDBUF, &sndbuf,
 			     sizeof(sndbuf)));
 	ASSERT_OK(setsockopt(pa, SOL_SOCKET, SO_RCVBUF, &rcvbuf,
 			     sizeof(rcvbuf)));
-	ASSERT_OK(kcm_attach(kcm, la, prog));
+	ASSERT_OK(kcm_u_attach(kcm, la, prog));
 	ASSERT_EQ(send(kcm, sbuf, len, MSG_DONTWAIT), len);
 	usleep(200000);
 	/* Stuck on the first connection, whose peer does not read. */
 	ASSERT_ERRNO(recv(pb, in, 1, MSG_DONTWAIT), EAGAIN);
-	ASSERT_OK(kcm_attach(kcm, lb, prog));
+	ASSERT_OK(kcm_u_attach(kcm, lb, prog));
 	pid = fork();
 	ASSERT_GE(pid, 0);
 	if (!pid) {
-		kcm_set_timeo(pb, SO_RCVTIMEO, 5000);
-		_exit(kcm_read_full(pb, in, len) || memcmp(in, sbuf, len));
+		kcm_u_set_timeo(pb, SO_RCVTIMEO, 5000);
+		_exit(kcm_u_read_full(pb, in, len) || memcmp(in, sbuf, len));
 	}
-	ASSERT_OK(kcm_unattach(kcm, la));
+	ASSERT_OK(kcm_u_unattach(kcm, la));
 	ASSERT_EQ(kcm_wait_child(pid), 0);
 	close(kcm);
 }
@@ -551,17 +550,17 @@ TEST(send_unattach_reserved)
 /* Closing a socket with unsent messages: dropped, nothing breaks. */
 TEST(send_close_with_queue)
 {
-	int kcm = kcm_socket(SOCK_DGRAM), c = kcm_clone_fd(kcm), i;
-	int peer, local, prog = kcm_parser_len4();
+	int kcm = kcm_socket(SOCK_DGRAM), c = kcm_u_clone(kcm), i;
+	int peer, local, prog = kcm_u_parser_len4();
 
 	ASSERT_GE(c, 0);
 	for (i = 0; i < 5; i++)
-		ASSERT_EQ(send_msg(c, 100, i, 0), KCM_HDR + 100);
+		ASSERT_EQ(send_msg(c, 100, i, 0), KCM_U_HDR + 100);
 	close(c);
-	ASSERT_OK(kcm_tcp_pair(&peer, &local));
-	kcm_set_timeo(peer, SO_RCVTIMEO, 5000);
-	ASSERT_OK(kcm_attach(kcm, local, prog));
-	ASSERT_EQ(send_msg(kcm, 100, 99, 0), KCM_HDR + 100);
+	ASSERT_OK(kcm_u_tcp_pair(&peer, &local));
+	kcm_u_set_timeo(peer, SO_RCVTIMEO, 5000);
+	ASSERT_OK(kcm_u_attach(kcm, local, prog));
+	ASSERT_EQ(send_msg(kcm, 100, 99, 0), KCM_U_HDR + 100);
 	ASSERT_EQ(tcp_read_msg(peer, sbuf, sizeof(sbuf)), 99);
 	close(kcm);
 }
@@ -570,24 +569,24 @@ TEST(send_close_with_queue)
 TEST_DIFFERS(send_close_midmessage,
 	     "closing drops a half-written message: the connection carries a torn one")
 {
-	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_parser_len4();
-	int c = kcm_clone_fd(kcm), peer, local, sndbuf = 16384;
-	size_t len = kcm_msg_build(sbuf, 600000, 12);
+	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_u_parser_len4();
+	int c = kcm_u_clone(kcm), peer, local, sndbuf = 16384;
+	size_t len = kcm_u_msg_build(sbuf, 600000, 12);
 	char *in = malloc(len + 100);
 
 	ASSERT_GE(c, 0);
-	ASSERT_OK(kcm_tcp_pair(&peer, &local));
+	ASSERT_OK(kcm_u_tcp_pair(&peer, &local));
 	ASSERT_OK(setsockopt(local, SOL_SOCKET, SO_SNDBUF, &sndbuf,
 			     sizeof(sndbuf)));
-	ASSERT_OK(kcm_attach(kcm, local, prog));
+	ASSERT_OK(kcm_u_attach(kcm, local, prog));
 	ASSERT_EQ(send(c, sbuf, len, MSG_DONTWAIT), len);
 	usleep(100000);
 	close(c);
-	kcm_set_timeo(peer, SO_RCVTIMEO, 5000);
-	ASSERT_OK(kcm_read_full(peer, in, len));
+	kcm_u_set_timeo(peer, SO_RCVTIMEO, 5000);
+	ASSERT_OK(kcm_u_read_full(peer, in, len));
 	ASSERT_EQ(memcmp(in, sbuf, len), 0);
 	/* The connection is free again for the sockets left. */
-	ASSERT_EQ(send_msg(kcm, 100, 13, 0), KCM_HDR + 100);
+	ASSERT_EQ(send_msg(kcm, 100, 13, 0), KCM_U_HDR + 100);
 	ASSERT_EQ(tcp_read_msg(peer, sbuf, sizeof(sbuf)), 13);
 	close(kcm);
 }
@@ -596,12 +595,12 @@ TEST(send_sendfile)
 {
 	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
 	char path[] = "/tmp/kcm_sendfileXXXXXX";
-	size_t len = kcm_msg_build(sbuf, 20000, 31);
+	size_t len = kcm_u_msg_build(sbuf, 20000, 31);
 	int file = mkstemp(path);
 
 	ASSERT_GE(file, 0);
 	unlink(path);
-	ASSERT_OK(kcm_write_all(file, sbuf, len));
+	ASSERT_OK(kcm_u_write_all(file, sbuf, len));
 	ASSERT_EQ(sendfile(kcm, file, &(off_t){ 0 }, len), len);
 	ASSERT_EQ(tcp_read_msg(peer, sbuf, sizeof(sbuf)), 31);
 	close(kcm);
@@ -614,16 +613,16 @@ TEST(request_response)
 	char req[64];
 	int i;
 
-	kcm_set_timeo(kcm, SO_RCVTIMEO, 5000);
+	kcm_u_set_timeo(kcm, SO_RCVTIMEO, 5000);
 	for (i = 0; i < 20; i++) {
-		size_t len = kcm_msg_build(req, 40, i);
+		size_t len = kcm_u_msg_build(req, 40, i);
 		ssize_t n;
 
-		ASSERT_OK(kcm_write_all(peer, req, len));
+		ASSERT_OK(kcm_u_write_all(peer, req, len));
 		n = recv(kcm, sbuf, sizeof(sbuf), 0);
 		ASSERT_EQ(n, len);
-		ASSERT_EQ(kcm_msg_check(sbuf, n), i);
-		ASSERT_EQ(send_msg(kcm, 60, 1000 + i, 0), KCM_HDR + 60);
+		ASSERT_EQ(kcm_u_msg_check(sbuf, n), i);
+		ASSERT_EQ(send_msg(kcm, 60, 1000 + i, 0), KCM_U_HDR + 60);
 		ASSERT_EQ(tcp_read_msg(peer, sbuf, sizeof(sbuf)), 1000 + i);
 	}
 	close(kcm);
@@ -650,7 +649,7 @@ TEST(send_batch_packs)
 	for (i = 0; i < 2; i++) {
 		EXPECT_EQ(obj[i].tx_msgs, 3 * MM_MAX);
 		EXPECT_EQ(obj[i].tx_bytes,
-			  MM_MAX * (3 * KCM_HDR + 100 + 160 + 220));
+			  MM_MAX * (3 * KCM_U_HDR + 100 + 160 + 220));
 	}
 	close(kcm);
 }
@@ -666,7 +665,7 @@ static int read_marking(int fd, unsigned char *seen, uint32_t n)
 	long seq, last = -1;
 	int got = 0;
 
-	kcm_set_timeo(fd, SO_RCVTIMEO, 1000);
+	kcm_u_set_timeo(fd, SO_RCVTIMEO, 1000);
 	while ((seq = tcp_read_msg(fd, sbuf, sizeof(sbuf))) >= 0) {
 		if (seq >= n || seen[seq] || seq <= last)
 			return -1;
@@ -685,7 +684,7 @@ static int read_marking(int fd, unsigned char *seen, uint32_t n)
  */
 TEST(send_unattach_pack_midway)
 {
-	int kcm, prog = kcm_parser_len4();
+	int kcm, prog = kcm_u_parser_len4();
 	int pa, la, pb, lb, size = 16384, ga, gb;
 	uint32_t sent = 0, i;
 	unsigned char *seen;
@@ -694,11 +693,11 @@ TEST(send_unattach_pack_midway)
 
 	kcm_enter_netns();
 	kcm = kcm_socket(SOCK_DGRAM);
-	ASSERT_OK(kcm_tcp_pair(&pa, &la));
-	ASSERT_OK(kcm_tcp_pair(&pb, &lb));
+	ASSERT_OK(kcm_u_tcp_pair(&pa, &la));
+	ASSERT_OK(kcm_u_tcp_pair(&pb, &lb));
 	ASSERT_OK(setsockopt(la, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size)));
 	ASSERT_OK(setsockopt(pa, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size)));
-	ASSERT_OK(kcm_attach(kcm, la, prog));
+	ASSERT_OK(kcm_u_attach(kcm, la, prog));
 	/* The peer does not read: batches queue up behind a full TCP. */
 	for (;;) {
 		mm_build(MM_MAX, 197, sent);
@@ -709,8 +708,8 @@ TEST(send_unattach_pack_midway)
 		ASSERT_LT(sent, 1 << 16);
 	}
 	ASSERT_EQ(errno, EAGAIN);
-	ASSERT_OK(kcm_attach(kcm, lb, prog));
-	ASSERT_OK(kcm_unattach(kcm, la));
+	ASSERT_OK(kcm_u_attach(kcm, lb, prog));
+	ASSERT_OK(kcm_u_unattach(kcm, la));
 	seen = calloc(sent, 1);
 	ASSERT_NE(seen, NULL);
 	ga = read_marking(pa, seen, sent);
@@ -737,7 +736,7 @@ TEST(proc_counts_tx)
 	kcm_enter_netns();
 	kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
 	for (i = 0; i < 5; i++)
-		ASSERT_EQ(send_msg(kcm, 16, i, 0), KCM_HDR + 16);
+		ASSERT_EQ(send_msg(kcm, 16, i, 0), KCM_U_HDR + 16);
 	for (i = 0; i < 5; i++)
 		ASSERT_EQ(tcp_read_msg(peer, sbuf, sizeof(sbuf)), i);
 	/* One kcm- line and one psock- line. */

@@ -79,17 +79,17 @@ TEST_DIFFERS(stats_messages_survive_the_mux,
 
 	kcm_enter_netns();
 	kcm = kcm_socket(SOCK_DGRAM);
-	prog = kcm_parser_len4();
-	ASSERT_OK(kcm_tcp_pair(&peer, &local));
-	ASSERT_OK(kcm_attach(kcm, local, prog));
-	kcm_set_timeo(kcm, SO_RCVTIMEO, 5000);
+	prog = kcm_u_parser_len4();
+	ASSERT_OK(kcm_u_tcp_pair(&peer, &local));
+	ASSERT_OK(kcm_u_attach(kcm, local, prog));
+	kcm_u_set_timeo(kcm, SO_RCVTIMEO, 5000);
 	ASSERT_OK(kcm_send_msgs(peer, 0, 3, 20));
 	for (i = 0; i < 3; i++)
 		ASSERT_EQ(kcm_recv_check(kcm, buf, 64), i);
 	for (i = 0; i < 2; i++) {
-		len = kcm_msg_build(msg, 36, i);
+		len = kcm_u_msg_build(msg, 36, i);
 		ASSERT_EQ(send(kcm, msg, len, 0), len);
-		ASSERT_OK(kcm_read_full(peer, buf, len));
+		ASSERT_OK(kcm_u_read_full(peer, buf, len));
 	}
 	stats(&st);
 	EXPECT_EQ(st.mux[KS_RX_MSGS], 3);
@@ -126,17 +126,17 @@ TEST_DIFFERS(stats_framing_errors,
 
 	kcm_enter_netns();
 	kcm = kcm_socket(SOCK_DGRAM);
-	ASSERT_OK(kcm_tcp_pair(&p[0], &l[0]));
-	ASSERT_OK(kcm_tcp_pair(&p[1], &l[1]));
-	ASSERT_OK(kcm_tcp_pair(&p[2], &l[2]));
-	ASSERT_OK(kcm_tcp_pair(&p[3], &l[3]));
+	ASSERT_OK(kcm_u_tcp_pair(&p[0], &l[0]));
+	ASSERT_OK(kcm_u_tcp_pair(&p[1], &l[1]));
+	ASSERT_OK(kcm_u_tcp_pair(&p[2], &l[2]));
+	ASSERT_OK(kcm_u_tcp_pair(&p[3], &l[3]));
 	ASSERT_OK(setsockopt(l[0], SOL_SOCKET, SO_RCVBUF, &rcvbuf,
 			     sizeof(rcvbuf)));
-	kcm_set_timeo(l[3], SO_RCVTIMEO, 200);
-	ASSERT_OK(kcm_attach(kcm, l[0], kcm_parser_len4()));
-	ASSERT_OK(kcm_attach(kcm, l[1], kcm_parser_min_len(8, 2)));
-	ASSERT_OK(kcm_attach(kcm, l[2], kcm_parser_const(-EBADMSG)));
-	ASSERT_OK(kcm_attach(kcm, l[3], kcm_parser_len4()));
+	kcm_u_set_timeo(l[3], SO_RCVTIMEO, 200);
+	ASSERT_OK(kcm_u_attach(kcm, l[0], kcm_u_parser_len4()));
+	ASSERT_OK(kcm_u_attach(kcm, l[1], kcm_parser_min_len(8, 2)));
+	ASSERT_OK(kcm_u_attach(kcm, l[2], kcm_parser_const(-EBADMSG)));
+	ASSERT_OK(kcm_u_attach(kcm, l[3], kcm_u_parser_len4()));
 
 	ASSERT_EQ(write(p[0], big, sizeof(big)), sizeof(big));
 	ASSERT_EQ(write(p[1], "abcd", 4), 4);
@@ -170,11 +170,11 @@ TEST_DIFFERS(stats_rx_abort,
 
 	kcm_enter_netns();
 	kcm = kcm_socket(SOCK_DGRAM);
-	ASSERT_OK(kcm_tcp_pair(&peer, &local));
-	ASSERT_OK(kcm_attach(kcm, local, kcm_parser_len4()));
+	ASSERT_OK(kcm_u_tcp_pair(&peer, &local));
+	ASSERT_OK(kcm_u_attach(kcm, local, kcm_u_parser_len4()));
 	ASSERT_EQ(write(peer, hdr, sizeof(hdr)), sizeof(hdr));
 	usleep(100000);
-	ASSERT_OK(kcm_unattach(kcm, local));
+	ASSERT_OK(kcm_u_unattach(kcm, local));
 	stats(&st);
 	EXPECT_EQ(st.psock[KP_RX_ABORTS], 1);
 	EXPECT_EQ(st.mux[KS_UNATTACH], 1);
@@ -190,21 +190,21 @@ TEST_DIFFERS(stats_failover,
 	int kcm, pa, la, pb, lb;
 	struct kcm_stats st;
 	char msg[64];
-	size_t len = kcm_msg_build(msg, 40, 1);
+	size_t len = kcm_u_msg_build(msg, 40, 1);
 
 	signal(SIGPIPE, SIG_IGN);
 	kcm_enter_netns();
 	kcm = kcm_socket(SOCK_DGRAM);
-	ASSERT_OK(kcm_tcp_pair(&pa, &la));
-	ASSERT_OK(kcm_tcp_pair(&pb, &lb));
-	ASSERT_OK(kcm_attach(kcm, la, kcm_parser_len4()));
-	ASSERT_OK(kcm_attach(kcm, lb, kcm_parser_len4()));
+	ASSERT_OK(kcm_u_tcp_pair(&pa, &la));
+	ASSERT_OK(kcm_u_tcp_pair(&pb, &lb));
+	ASSERT_OK(kcm_u_attach(kcm, la, kcm_u_parser_len4()));
+	ASSERT_OK(kcm_u_attach(kcm, lb, kcm_u_parser_len4()));
 	ASSERT_OK(setsockopt(pa, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)));
 	close(pa);
 	usleep(100000);
 	ASSERT_EQ(send(kcm, msg, len, 0), len);
-	kcm_set_timeo(pb, SO_RCVTIMEO, 5000);
-	ASSERT_OK(kcm_read_full(pb, buf, len));
+	kcm_u_set_timeo(pb, SO_RCVTIMEO, 5000);
+	ASSERT_OK(kcm_u_read_full(pb, buf, len));
 	stats(&st);
 	EXPECT_EQ(st.mux[KS_TX_RETRIES], 1);
 	EXPECT_EQ(st.psock[KP_TX_ABORTS], 1);
@@ -218,24 +218,24 @@ TEST_DIFFERS(stats_unattach_reserved,
 	     "Unattach and UnattchRsvd are swapped; TX-Retries prints 0")
 {
 	int kcm, pa, la, pb, lb, sndbuf = 16384, rcvbuf = 16384;
-	size_t len = kcm_msg_build(buf, 400000, 2);
+	size_t len = kcm_u_msg_build(buf, 400000, 2);
 	struct kcm_stats st;
 
 	kcm_enter_netns();
 	kcm = kcm_socket(SOCK_DGRAM);
-	ASSERT_OK(kcm_tcp_pair(&pa, &la));
-	ASSERT_OK(kcm_tcp_pair(&pb, &lb));
+	ASSERT_OK(kcm_u_tcp_pair(&pa, &la));
+	ASSERT_OK(kcm_u_tcp_pair(&pb, &lb));
 	ASSERT_OK(setsockopt(la, SOL_SOCKET, SO_SNDBUF, &sndbuf,
 			     sizeof(sndbuf)));
 	ASSERT_OK(setsockopt(pa, SOL_SOCKET, SO_RCVBUF, &rcvbuf,
 			     sizeof(rcvbuf)));
-	ASSERT_OK(kcm_attach(kcm, la, kcm_parser_len4()));
+	ASSERT_OK(kcm_u_attach(kcm, la, kcm_u_parser_len4()));
 	ASSERT_EQ(send(kcm, buf, len, MSG_DONTWAIT), len);
 	usleep(100000);
-	ASSERT_OK(kcm_attach(kcm, lb, kcm_parser_len4()));
-	ASSERT_OK(kcm_unattach(kcm, la));
-	kcm_set_timeo(pb, SO_RCVTIMEO, 5000);
-	ASSERT_OK(kcm_read_full(pb, buf, len));
+	ASSERT_OK(kcm_u_attach(kcm, lb, kcm_u_parser_len4()));
+	ASSERT_OK(kcm_u_unattach(kcm, la));
+	kcm_u_set_timeo(pb, SO_RCVTIMEO, 5000);
+	ASSERT_OK(kcm_u_read_full(pb, buf, len));
 	stats(&st);
 	EXPECT_EQ(st.mux[KS_UNATTACH], 1);
 	EXPECT_EQ(st.mux[KS_UNATTACH_RSVD], 1);
@@ -254,8 +254,8 @@ TEST_DIFFERS(stats_ready_drops,
 
 	kcm_enter_netns();
 	kcm = kcm_socket(SOCK_DGRAM);
-	ASSERT_OK(kcm_tcp_pair(&peer, &local));
-	ASSERT_OK(kcm_attach(kcm, local, kcm_parser_len4()));
+	ASSERT_OK(kcm_u_tcp_pair(&peer, &local));
+	ASSERT_OK(kcm_u_attach(kcm, local, kcm_u_parser_len4()));
 	ASSERT_OK(setsockopt(kcm, SOL_KCM, KCM_RECV_DISABLE, &one,
 			     sizeof(one)));
 	ASSERT_OK(kcm_send_msgs(peer, 0, 2, 10));

@@ -49,9 +49,9 @@ static void drain_peer(int peer, char *buf, size_t cap, size_t *have)
 	if (n <= 0)
 		return;
 	*have += n;
-	while (*have >= KCM_HDR) {
-		memcpy(&hdr, buf, KCM_HDR);
-		len = KCM_HDR + ntohl(hdr);
+	while (*have >= KCM_U_HDR) {
+		memcpy(&hdr, buf, KCM_U_HDR);
+		len = KCM_U_HDR + ntohl(hdr);
 		if (len > cap) {
 			note_bad("peer (length)", -1);
 			*have = 0;
@@ -59,7 +59,7 @@ static void drain_peer(int peer, char *buf, size_t cap, size_t *have)
 		}
 		if (*have < len)
 			return;
-		if (kcm_msg_check(buf, len) < 0)
+		if (kcm_u_msg_check(buf, len) < 0)
 			note_bad("peer", -1);
 		else
 			atomic_fetch_add(&peer_ok, 1);
@@ -85,25 +85,25 @@ static void *conn_thread(void *arg)
 		int peer, local, k, n = 1 + rnd(&seed) % 200;
 		size_t have = 0;
 
-		if (kcm_tcp_pair(&peer, &local))
+		if (kcm_u_tcp_pair(&peer, &local))
 			continue;
-		if (kcm_attach(mux_kcm, local, prog)) {
+		if (kcm_u_attach(mux_kcm, local, prog)) {
 			close(peer);
 			close(local);
 			continue;
 		}
 		fcntl(peer, F_SETFL, O_NONBLOCK);
 		for (k = 0; k < n && !atomic_load(&stop); k++) {
-			size_t len = kcm_msg_build(out, 4 + rnd(&seed) % 2000,
-						   rnd(&seed) & 0xffffff);
+			size_t len = kcm_u_msg_build(out, 4 + rnd(&seed) % 2000,
+						     rnd(&seed) & 0xffffff);
 
-			if (kcm_write_all(peer, out, len))
+			if (kcm_u_write_all(peer, out, len))
 				break;
 			drain_peer(peer, conn_in, sizeof(conn_in), &have);
 		}
 		switch (rnd(&seed) % 4) {
 		case 0:
-			kcm_unattach(mux_kcm, local);
+			kcm_u_unattach(mux_kcm, local);
 			break;
 		case 1: {
 			struct linger lg = { 1, 0 };
@@ -116,7 +116,7 @@ static void *conn_thread(void *arg)
 			usleep(rnd(&seed) % 5000);
 		}
 		close(peer);
-		kcm_unattach(mux_kcm, local);
+		kcm_u_unattach(mux_kcm, local);
 		close(local);
 	}
 	return NULL;
@@ -129,7 +129,7 @@ static void *reader_thread(void *arg)
 	char buf[4096];
 
 	while (!atomic_load(&stop)) {
-		int c = kcm_clone_fd(mux_kcm), k, val;
+		int c = kcm_u_clone(mux_kcm), k, val;
 
 		if (c < 0)
 			continue;
@@ -137,7 +137,7 @@ static void *reader_thread(void *arg)
 			ssize_t n = recv(c, buf, sizeof(buf), MSG_DONTWAIT);
 
 			if (n > 0) {
-				if (kcm_msg_check(buf, n) < 0)
+				if (kcm_u_msg_check(buf, n) < 0)
 					note_bad("kcm", -1);
 				else
 					atomic_fetch_add(&rx_ok, 1);
@@ -169,15 +169,15 @@ static void *sender_thread(void *arg)
 	char *out = sender_out;
 
 	while (!atomic_load(&stop)) {
-		int c = kcm_clone_fd(mux_kcm), k, val = 4096 + rnd(&seed) % 100000;
+		int c = kcm_u_clone(mux_kcm), k, val = 4096 + rnd(&seed) % 100000;
 
 		if (c < 0)
 			continue;
 		setsockopt(c, SOL_SOCKET, SO_SNDBUF, &val, sizeof(val));
-		kcm_set_timeo(c, SO_SNDTIMEO, 500);
+		kcm_u_set_timeo(c, SO_SNDTIMEO, 500);
 		for (k = 0; k < 100 && !atomic_load(&stop); k++) {
-			size_t len = kcm_msg_build(out, 4 + rnd(&seed) % 60000,
-						   rnd(&seed) & 0xffffff);
+			size_t len = kcm_u_msg_build(out, 4 + rnd(&seed) % 60000,
+						     rnd(&seed) & 0xffffff);
 
 			if (rnd(&seed) & 1) {
 				if (send(c, out, len, MSG_DONTWAIT) > 0)
@@ -206,12 +206,12 @@ static void *churn_thread(void *arg)
 	while (!atomic_load(&stop)) {
 		int kcm = kcm_socket(rnd(&seed) & 1 ? SOCK_DGRAM :
 				     SOCK_SEQPACKET);
-		int c = kcm_clone_fd(kcm), peer, local;
+		int c = kcm_u_clone(kcm), peer, local;
 		char msg[300];
-		size_t len = kcm_msg_build(msg, 200, 1);
+		size_t len = kcm_u_msg_build(msg, 200, 1);
 
-		if (!kcm_tcp_pair(&peer, &local) &&
-		    !kcm_attach(kcm, local, prog)) {
+		if (!kcm_u_tcp_pair(&peer, &local) &&
+		    !kcm_u_attach(kcm, local, prog)) {
 			kcm_send_msgs(peer, 0, 5, 100);
 			send(c, msg, len, MSG_DONTWAIT | MSG_EOR);
 		}
@@ -246,7 +246,7 @@ TEST_DIFFERS(stress_chaos,
 	kcm_enter_netns();
 	signal(SIGPIPE, SIG_IGN);
 	mux_kcm = kcm_socket(SOCK_DGRAM);
-	prog = kcm_parser_len4();
+	prog = kcm_u_parser_len4();
 	ASSERT_GE(mux_kcm, 0);
 	ASSERT_GE(prog, 0);
 	/* Only the reader threads' clones take messages. */
@@ -289,16 +289,16 @@ TEST_DIFFERS(stress_balance,
 
 	kcm_enter_netns();
 	mux_kcm = kcm_socket(SOCK_DGRAM);
-	prog = kcm_parser_len4();
+	prog = kcm_u_parser_len4();
 	for (i = 0; i < CONNS; i++) {
-		ASSERT_OK(kcm_tcp_pair(&peer[i], &local[i]));
-		ASSERT_OK(kcm_attach(mux_kcm, local[i], prog));
+		ASSERT_OK(kcm_u_tcp_pair(&peer[i], &local[i]));
+		ASSERT_OK(kcm_u_attach(mux_kcm, local[i], prog));
 		if (!fork())
 			_exit(kcm_send_msgs(peer[i], i * (N / CONNS), N / CONNS,
 					    40 + i * 10) ? 1 : 0);
 	}
 	while (quiet < 300) {
-		int c = kcm_clone_fd(mux_kcm), k, off = rnd(&seed) % 3 == 0;
+		int c = kcm_u_clone(mux_kcm), k, off = rnd(&seed) % 3 == 0;
 
 		ASSERT_GE(c, 0);
 		if (off)
@@ -315,7 +315,7 @@ TEST_DIFFERS(stress_balance,
 				continue;
 			}
 			quiet = 0;
-			seq = kcm_msg_check(buf, n);
+			seq = kcm_u_msg_check(buf, n);
 			ASSERT_TRUE(seq >= 0 && seq < N);
 			dup += seen[seq];
 			seen[seq] = 1;
@@ -342,8 +342,8 @@ TEST_DIFFERS(stress_balance,
 	/* Transmit: M messages from changing sockets, read by the peers. */
 	for (i = 0; i < M; i++) {
 		char msg[128];
-		size_t len = kcm_msg_build(msg, 60, i);
-		int c = i % 3 ? kcm_clone_fd(mux_kcm) : mux_kcm;
+		size_t len = kcm_u_msg_build(msg, 60, i);
+		int c = i % 3 ? kcm_u_clone(mux_kcm) : mux_kcm;
 
 		ASSERT_EQ(send(c, msg, len, 0), len);
 		if (c != mux_kcm) {

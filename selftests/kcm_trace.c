@@ -277,30 +277,30 @@ TEST_DIFFERS(trace_exchange, "no kcm trace events")
 	trace_start();
 	kcm = kcm_socket(SOCK_DGRAM);
 	ASSERT_GE(kcm, 0);
-	clone = kcm_clone_fd(kcm);
+	clone = kcm_u_clone(kcm);
 	ASSERT_GE(clone, 0);
 	ASSERT_OK(setsockopt(kcm, SOL_KCM, KCM_RECV_DISABLE, &off,
 			     sizeof(off)));
-	kcm_set_timeo(clone, SO_RCVTIMEO, 5000);
-	prog = kcm_parser_len4();
+	kcm_u_set_timeo(clone, SO_RCVTIMEO, 5000);
+	prog = kcm_u_parser_len4();
 	ASSERT_GE(prog, 0);
-	ASSERT_OK(kcm_tcp_pair(&p0, &l0));
-	ASSERT_OK(kcm_tcp_pair(&p1, &l1));
-	ASSERT_OK(kcm_attach(kcm, l0, prog));
-	ASSERT_OK(kcm_attach(kcm, l1, prog));
+	ASSERT_OK(kcm_u_tcp_pair(&p0, &l0));
+	ASSERT_OK(kcm_u_tcp_pair(&p1, &l1));
+	ASSERT_OK(kcm_u_attach(kcm, l0, prog));
+	ASSERT_OK(kcm_u_attach(kcm, l1, prog));
 	mux = mux_id();
 
 	for (i = 0; i < ARRAY_SIZE(plens); i++)
-		len += kcm_msg_build(msg + len, plens[i], i);
-	ASSERT_OK(kcm_write_all(p1, msg, len));
+		len += kcm_u_msg_build(msg + len, plens[i], i);
+	ASSERT_OK(kcm_u_write_all(p1, msg, len));
 	for (i = 0; i < ARRAY_SIZE(plens); i++)
 		ASSERT_EQ(kcm_recv_check(clone, rbuf, sizeof(rbuf)), i);
-	len = kcm_msg_build(msg, 1000, 7);
+	len = kcm_u_msg_build(msg, 1000, 7);
 	ASSERT_EQ(send(kcm, msg, len, 0), len);
-	kcm_set_timeo(p0, SO_RCVTIMEO, 5000);
-	ASSERT_EQ(kcm_tcp_read_msg(p0, rbuf, sizeof(rbuf)), len);
-	ASSERT_OK(kcm_unattach(kcm, l0));
-	ASSERT_OK(kcm_unattach(kcm, l1));
+	kcm_u_set_timeo(p0, SO_RCVTIMEO, 5000);
+	ASSERT_EQ(kcm_u_read_msg(p0, rbuf, sizeof(rbuf)), len);
+	ASSERT_OK(kcm_u_unattach(kcm, l0));
+	ASSERT_OK(kcm_u_unattach(kcm, l1));
 	trace_stop();
 
 	/* One read frames the three: one pack, one delivery. */
@@ -311,14 +311,14 @@ TEST_DIFFERS(trace_exchange, "no kcm trace events")
 		e = &evs[2 + i];
 		EXPECT_EQ(num(e, "mux"), mux);
 		EXPECT_EQ(num(e, "psock"), 1);
-		EXPECT_EQ(num(e, "len"), KCM_HDR + plens[i]);
+		EXPECT_EQ(num(e, "len"), KCM_U_HDR + plens[i]);
 	}
 	e = nth("kcm_rx_deliver", 0);
 	EXPECT_EQ(num(e, "mux"), mux);
 	EXPECT_EQ(num(e, "kcm"), 1);
 	EXPECT_EQ(num(e, "psock"), 1);
 	EXPECT_EQ(num(e, "msgs"), 3);
-	EXPECT_EQ(num(e, "bytes"), 3 * KCM_HDR + 610);
+	EXPECT_EQ(num(e, "bytes"), 3 * KCM_U_HDR + 610);
 	e = nth("kcm_tx_sent", 0);
 	EXPECT_EQ(num(e, "mux"), mux);
 	EXPECT_EQ(num(e, "kcm"), 0);
@@ -348,14 +348,14 @@ static int rx_fail(int prog, const char *bytes, size_t n, int rcvbuf,
 
 	ASSERT_GE(kcm, 0);
 	ASSERT_GE(prog, 0);
-	ASSERT_OK(kcm_tcp_pair(&peer, &local));
+	ASSERT_OK(kcm_u_tcp_pair(&peer, &local));
 	if (rcvbuf)
 		ASSERT_OK(setsockopt(local, SOL_SOCKET, SO_RCVBUF, &rcvbuf,
 				     sizeof(rcvbuf)));
 	if (rcvtimeo_ms)
-		kcm_set_timeo(local, SO_RCVTIMEO, rcvtimeo_ms);
-	ASSERT_OK(kcm_attach(kcm, local, prog));
-	ASSERT_OK(kcm_write_all(peer, bytes, n));
+		kcm_u_set_timeo(local, SO_RCVTIMEO, rcvtimeo_ms);
+	ASSERT_OK(kcm_u_attach(kcm, local, prog));
+	ASSERT_OK(kcm_u_write_all(peer, bytes, n));
 	*local_out = local;
 	return kcm_wait_so_error(local, 5000);
 }
@@ -389,16 +389,16 @@ TEST_DIFFERS(trace_too_big, "no kcm trace events")
 
 	kcm_enter_netns();
 	trace_start();
-	ASSERT_EQ(rx_fail(kcm_parser_len4(), hdr, sizeof(hdr), 65536, 0,
+	ASSERT_EQ(rx_fail(kcm_u_parser_len4(), hdr, sizeof(hdr), 65536, 0,
 			  &local), EMSGSIZE);
 	trace_stop();
 	mux = mux_id();
 	expect_names(names, ARRAY_SIZE(names));
 	EXPECT_EQ(num(&evs[1], "mux"), mux);
 	EXPECT_EQ(num(&evs[1], "psock"), 0);
-	EXPECT_EQ(num(&evs[1], "len"), (256 << 20) + KCM_HDR);
+	EXPECT_EQ(num(&evs[1], "len"), (256 << 20) + KCM_U_HDR);
 	EXPECT_EQ(num(&evs[1], "rcvbuf"),
-		  kcm_sockopt_int(local, SOL_SOCKET, SO_RCVBUF));
+		  kcm_u_getsockopt_int(local, SOL_SOCKET, SO_RCVBUF));
 	check_rx_error(&evs[2], mux, EMSGSIZE);
 }
 
@@ -415,8 +415,8 @@ TEST_DIFFERS(trace_bad_len, "no kcm trace events")
 	kcm = kcm_socket(SOCK_DGRAM);
 	ASSERT_GE(kcm, 0);
 	trace_start();
-	ASSERT_OK(kcm_tcp_pair(&peer, &local));
-	ASSERT_OK(kcm_attach(kcm, local, prog));
+	ASSERT_OK(kcm_u_tcp_pair(&peer, &local));
+	ASSERT_OK(kcm_u_attach(kcm, local, prog));
 	ASSERT_EQ(write(peer, "abcd", 4), 4);
 	usleep(100000);
 	ASSERT_EQ(write(peer, "efgh", 4), 4);
@@ -444,14 +444,14 @@ TEST_DIFFERS(trace_timeout, "no kcm trace events")
 
 	kcm_enter_netns();
 	trace_start();
-	ASSERT_EQ(rx_fail(kcm_parser_len4(), part, sizeof(part), 0, 200,
+	ASSERT_EQ(rx_fail(kcm_u_parser_len4(), part, sizeof(part), 0, 200,
 			  &local), ETIMEDOUT);
 	trace_stop();
 	mux = mux_id();
 	expect_names(names, ARRAY_SIZE(names));
 	EXPECT_EQ(num(&evs[1], "mux"), mux);
 	EXPECT_EQ(num(&evs[1], "psock"), 0);
-	EXPECT_EQ(num(&evs[1], "len"), 100 + KCM_HDR);
+	EXPECT_EQ(num(&evs[1], "len"), 100 + KCM_U_HDR);
 	EXPECT_GE(num(&evs[1], "msecs"), 200);
 	check_rx_error(&evs[2], mux, ETIMEDOUT);
 }
@@ -467,7 +467,7 @@ TEST_DIFFERS(trace_timeout, "no kcm trace events")
  */
 TEST_DIFFERS(trace_pause_resume, "no kcm trace events")
 {
-	int kcm, prog = kcm_parser_len4(), peer, local, one = 1, i, rcvbuf;
+	int kcm, prog = kcm_u_parser_len4(), peer, local, one = 1, i, rcvbuf;
 	const struct ev *e;
 	long long mux;
 	int pauses;
@@ -477,12 +477,12 @@ TEST_DIFFERS(trace_pause_resume, "no kcm trace events")
 	kcm = kcm_socket(SOCK_DGRAM);
 	ASSERT_GE(kcm, 0);
 	trace_start();
-	ASSERT_OK(kcm_tcp_pair(&peer, &local));
+	ASSERT_OK(kcm_u_tcp_pair(&peer, &local));
 	ASSERT_OK(setsockopt(kcm, SOL_SOCKET, SO_RCVBUF, &one, sizeof(one)));
 	ASSERT_OK(setsockopt(local, SOL_SOCKET, SO_RCVBUF, &one, sizeof(one)));
-	rcvbuf = kcm_sockopt_int(local, SOL_SOCKET, SO_RCVBUF);
-	ASSERT_OK(kcm_attach(kcm, local, prog));
-	kcm_set_timeo(kcm, SO_RCVTIMEO, 5000);
+	rcvbuf = kcm_u_getsockopt_int(local, SOL_SOCKET, SO_RCVBUF);
+	ASSERT_OK(kcm_u_attach(kcm, local, prog));
+	kcm_u_set_timeo(kcm, SO_RCVTIMEO, 5000);
 	pid = fork();
 	ASSERT_GE(pid, 0);
 	if (!pid) {
@@ -501,7 +501,7 @@ TEST_DIFFERS(trace_pause_resume, "no kcm trace events")
 	EXPECT_EQ(count("kcm_rx_framed"), FLOW_MSGS);
 	EXPECT_EQ(sum("kcm_rx_deliver", "msgs"), FLOW_MSGS);
 	EXPECT_EQ(sum("kcm_rx_deliver", "bytes"),
-		  FLOW_MSGS * (KCM_HDR + FLOW_PLEN));
+		  FLOW_MSGS * (KCM_U_HDR + FLOW_PLEN));
 	EXPECT_GE(count("kcm_rx_hold"), 1);
 	EXPECT_LE(sum("kcm_rx_hold", "msgs"), FLOW_MSGS);
 	pauses = count("kcm_psock_pause");
@@ -538,7 +538,7 @@ TEST_DIFFERS(trace_tx_failover, "no kcm trace events")
 		"kcm_tx_abort", "kcm_tx_sent",
 	};
 	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
-	int kcm, prog = kcm_parser_len4(), pa, la, pb, lb;
+	int kcm, prog = kcm_u_parser_len4(), pa, la, pb, lb;
 	const struct ev *e;
 	char msg[600];
 	size_t len;
@@ -548,17 +548,17 @@ TEST_DIFFERS(trace_tx_failover, "no kcm trace events")
 	kcm = kcm_socket(SOCK_DGRAM);
 	ASSERT_GE(kcm, 0);
 	trace_start();
-	ASSERT_OK(kcm_tcp_pair(&pa, &la));
-	ASSERT_OK(kcm_tcp_pair(&pb, &lb));
-	ASSERT_OK(kcm_attach(kcm, la, prog));
-	ASSERT_OK(kcm_attach(kcm, lb, prog));
-	kcm_set_timeo(pb, SO_RCVTIMEO, 5000);
+	ASSERT_OK(kcm_u_tcp_pair(&pa, &la));
+	ASSERT_OK(kcm_u_tcp_pair(&pb, &lb));
+	ASSERT_OK(kcm_u_attach(kcm, la, prog));
+	ASSERT_OK(kcm_u_attach(kcm, lb, prog));
+	kcm_u_set_timeo(pb, SO_RCVTIMEO, 5000);
 	ASSERT_OK(setsockopt(pa, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)));
 	close(pa);
 	usleep(100000);
-	len = kcm_msg_build(msg, 500, 1);
+	len = kcm_u_msg_build(msg, 500, 1);
 	ASSERT_EQ(send(kcm, msg, len, 0), len);
-	ASSERT_EQ(kcm_tcp_read_msg(pb, rbuf, sizeof(rbuf)), len);
+	ASSERT_EQ(kcm_u_read_msg(pb, rbuf, sizeof(rbuf)), len);
 	trace_stop();
 	mux = mux_id();
 	expect_names(names, ARRAY_SIZE(names));
@@ -592,10 +592,10 @@ TEST_DIFFERS(trace_tx_drop, "no kcm trace events")
 	kcm = kcm_socket(SOCK_DGRAM);
 	ASSERT_GE(kcm, 0);
 	mux = mux_id();
-	clone = kcm_clone_fd(kcm);
+	clone = kcm_u_clone(kcm);
 	ASSERT_GE(clone, 0);
 	trace_start();
-	len = kcm_msg_build(msg, 20, 0);
+	len = kcm_u_msg_build(msg, 20, 0);
 	for (i = 0; i < 3; i++)
 		ASSERT_EQ(send(clone, msg, len, MSG_DONTWAIT), len);
 	close(clone);
@@ -618,7 +618,7 @@ TEST_DIFFERS(trace_tx_drop, "no kcm trace events")
 TEST_DIFFERS(trace_tx_pack, "no kcm trace events")
 {
 	enum { N = 32, PLEN = 40 };
-	static char msgs[N][KCM_HDR + PLEN];
+	static char msgs[N][KCM_U_HDR + PLEN];
 	int kcm, peer, local, i, n;
 	struct mmsghdr mm[N];
 	struct iovec iov[N];
@@ -631,7 +631,7 @@ TEST_DIFFERS(trace_tx_pack, "no kcm trace events")
 	memset(mm, 0, sizeof(mm));
 	for (i = 0; i < N; i++) {
 		iov[i].iov_base = msgs[i];
-		iov[i].iov_len = kcm_msg_build(msgs[i], PLEN, i);
+		iov[i].iov_len = kcm_u_msg_build(msgs[i], PLEN, i);
 		len += iov[i].iov_len;
 		mm[i].msg_hdr.msg_iov = &iov[i];
 		mm[i].msg_hdr.msg_iovlen = 1;
@@ -639,9 +639,9 @@ TEST_DIFFERS(trace_tx_pack, "no kcm trace events")
 	trace_start();
 	ASSERT_EQ(sendmmsg(kcm, mm, N, 0), N);
 	for (i = 0; i < N; i++) {
-		ASSERT_EQ(kcm_tcp_read_msg(peer, rbuf, sizeof(rbuf)),
+		ASSERT_EQ(kcm_u_read_msg(peer, rbuf, sizeof(rbuf)),
 			  iov[i].iov_len);
-		ASSERT_EQ(kcm_msg_check(rbuf, iov[i].iov_len), i);
+		ASSERT_EQ(kcm_u_msg_check(rbuf, iov[i].iov_len), i);
 	}
 	trace_stop();
 	n = count("kcm_tx_sent");

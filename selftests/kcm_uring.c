@@ -110,7 +110,7 @@ static void send_whole(int type)
 
 	uring_init(&ring);
 	for (i = 0; i < NMSG; i++) {
-		len[i] = kcm_msg_build(msgs[i], 16 + i * 1000, i);
+		len[i] = kcm_u_msg_build(msgs[i], 16 + i * 1000, i);
 		if (i % 2 == 0) {
 			io_uring_prep_send(uring_sqe(&ring, i), kcm, msgs[i],
 					   len[i], eor);
@@ -128,11 +128,11 @@ static void send_whole(int type)
 		ASSERT_EQ(res, len[d]);
 	}
 	for (i = 0; i < NMSG; i++) {
-		long n = kcm_tcp_read_msg(peer, rbufs[0], RBUF);
+		long n = kcm_u_read_msg(peer, rbufs[0], RBUF);
 		long seq;
 
 		ASSERT_GT(n, 0);
-		seq = kcm_msg_check(rbufs[0], n);
+		seq = kcm_u_msg_check(rbufs[0], n);
 		ASSERT_TRUE(seq >= 0 && seq < NMSG);
 		ASSERT_EQ(n, len[seq]);
 		seen[seq]++;
@@ -161,7 +161,7 @@ TEST(send_zc_refused)
 	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
 	struct io_uring ring;
 	char msg[64];
-	size_t len = kcm_msg_build(msg, 40, 3);
+	size_t len = kcm_u_msg_build(msg, 40, 3);
 	int res;
 
 	uring_init(&ring);
@@ -171,8 +171,8 @@ TEST(send_zc_refused)
 	ASSERT_EQ(res, -EOPNOTSUPP);
 	/* Nothing went out; a plain send still does. */
 	ASSERT_EQ(send(kcm, msg, len, 0), len);
-	ASSERT_EQ(kcm_tcp_read_msg(peer, rbufs[0], RBUF), len);
-	ASSERT_EQ(kcm_msg_check(rbufs[0], len), 3);
+	ASSERT_EQ(kcm_u_read_msg(peer, rbufs[0], RBUF), len);
+	ASSERT_EQ(kcm_u_msg_check(rbufs[0], len), 3);
 	io_uring_queue_exit(&ring);
 	close(kcm);
 }
@@ -207,7 +207,7 @@ static void reap_msgs(struct io_uring *ring, int first, int n)
 
 		ASSERT_TRUE(d >= 0 && d < NMSG);
 		ASSERT_GT(res, 0);
-		seq = kcm_msg_check(rbufs[d], res);
+		seq = kcm_u_msg_check(rbufs[d], res);
 		if (seq < first || seq >= first + n)
 			TH_LOG("completion %lld: %d bytes, seq %ld", d, res, seq);
 		ASSERT_TRUE(seq >= first && seq < first + n);
@@ -270,8 +270,8 @@ TEST(recvmsg_flags)
 	io_uring_prep_recvmsg(uring_sqe(&ring, 0), kcm, &mh, 0);
 	ASSERT_EQ(io_uring_submit(&ring), 1);
 	ASSERT_EQ(uring_reap(&ring, 5000, &res, NULL), 0);
-	ASSERT_EQ(res, KCM_HDR + 200);
-	ASSERT_EQ(kcm_msg_check(rbufs[0], res), 1);
+	ASSERT_EQ(res, KCM_U_HDR + 200);
+	ASSERT_EQ(kcm_u_msg_check(rbufs[0], res), 1);
 	ASSERT_TRUE(mh.msg_flags & MSG_EOR);
 
 	/* A 10-byte buffer: the rest of that message is dropped. */
@@ -352,7 +352,7 @@ TEST(recv_multishot)
 		ASSERT_TRUE(flags & IORING_CQE_F_MORE);
 		bid = flags >> IORING_CQE_BUFFER_SHIFT;
 		ASSERT_LT(bid, NBUFS);
-		seq = kcm_msg_check(&rbufs[0][0] + bid * (RBUF / 4), res);
+		seq = kcm_u_msg_check(&rbufs[0][0] + bid * (RBUF / 4), res);
 		ASSERT_TRUE(seq >= 0 && seq < NMSG);
 		seen[seq]++;
 	}
@@ -401,7 +401,7 @@ TEST(cancel_recv)
 	uring_recv(&ring, kcm, 1);
 	ASSERT_EQ(io_uring_submit(&ring), 1);
 	ASSERT_EQ(uring_reap(&ring, 5000, &res, NULL), 1);
-	ASSERT_EQ(kcm_msg_check(rbufs[1], res), 5);
+	ASSERT_EQ(kcm_u_msg_check(rbufs[1], res), 5);
 	ASSERT_EQ(kcm_recv_check(kcm, rbufs[0], RBUF), 6);
 	io_uring_queue_exit(&ring);
 	close(kcm);
@@ -443,7 +443,7 @@ TEST(close_with_recv_in_flight)
 	ASSERT_OK(wait_socks(1));
 	ASSERT_OK(kcm_send_msgs(peer, 9, 1, 64));
 	ASSERT_EQ(uring_reap(&ring, 5000, &res, NULL), 0);
-	ASSERT_EQ(kcm_msg_check(rbufs[0], res), 9);
+	ASSERT_EQ(kcm_u_msg_check(rbufs[0], res), 9);
 	ASSERT_OK(wait_socks(0));
 	io_uring_queue_exit(&ring);
 }
@@ -492,13 +492,13 @@ TEST_DIFFERS(recv_straddling,
 
 	uring_init(&ring);
 	for (i = 0; i < NMSG; i++) {
-		len += kcm_msg_build(buf + len, 40 + i * 17, i);
+		len += kcm_u_msg_build(buf + len, 40 + i * 17, i);
 		uring_recv(&ring, kcm, i);
 	}
 	ASSERT_EQ(io_uring_submit(&ring), NMSG);
 	for (off = 0; off < len; off += 70) {
-		ASSERT_OK(kcm_write_all(peer, buf + off,
-					len - off < 70 ? len - off : 70));
+		ASSERT_OK(kcm_u_write_all(peer, buf + off,
+					  len - off < 70 ? len - off : 70));
 		usleep(20000);
 	}
 	reap_msgs(&ring, 0, NMSG);

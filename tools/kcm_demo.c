@@ -12,28 +12,18 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <net/if.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
-#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <linux/bpf.h>
-#include <linux/kcm.h>
 
-#ifndef AF_KCM
-#define AF_KCM 41
-#endif
+#include "kcm_util.h"
 
 #define WORKERS		4
 #define CONNS		2
 #define REQUESTS	8
-#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
 
 static void die(const char *what)
 {
@@ -57,26 +47,6 @@ static void show_proc(const char *when)
 	fclose(f);
 }
 
-/* The parser "return load_word(skb, 0) + 4;" as raw BPF instructions. */
-static int load_parser(void)
-{
-	struct bpf_insn insns[] = {
-		{ .code = BPF_ALU64 | BPF_MOV | BPF_X, .dst_reg = 6,
-		  .src_reg = 1 },
-		{ .code = BPF_LD | BPF_W | BPF_ABS, .imm = 0 },
-		{ .code = BPF_ALU64 | BPF_ADD | BPF_K, .imm = 4 },
-		{ .code = BPF_JMP | BPF_EXIT },
-	};
-	union bpf_attr attr;
-
-	memset(&attr, 0, sizeof(attr));
-	attr.prog_type = BPF_PROG_TYPE_SOCKET_FILTER;
-	attr.insns = (unsigned long)insns;
-	attr.insn_cnt = ARRAY_SIZE(insns);
-	attr.license = (unsigned long)"GPL";
-	return syscall(__NR_bpf, BPF_PROG_LOAD, &attr, sizeof(attr));
-}
-
 /* "ADDR:PORT" of the local (@peer 0) or remote end of TCP socket @fd. */
 static const char *endpoint(int fd, int peer, char *out, size_t size)
 {
@@ -92,18 +62,6 @@ static const char *endpoint(int fd, int peer, char *out, size_t size)
 	return out;
 }
 
-static void lo_up(void)
-{
-	struct ifreq ifr = { .ifr_name = "lo" };
-	int fd = socket(AF_INET, SOCK_DGRAM, 0);
-
-	if (fd >= 0 && !ioctl(fd, SIOCGIFFLAGS, &ifr)) {
-		ifr.ifr_flags |= IFF_UP;
-		ioctl(fd, SIOCSIFFLAGS, &ifr);
-	}
-	close(fd);
-}
-
 /*
  * The client: REQUESTS requests, alternating connections, two per write;
  * each names the client end of the connection it goes over.
@@ -114,8 +72,8 @@ static void run_client(const struct sockaddr_in *sin)
 	int fds[CONNS], i, c;
 
 	for (c = 0; c < CONNS; c++) {
-		fds[c] = socket(AF_INET, SOCK_STREAM, 0);
-		if (connect(fds[c], (const struct sockaddr *)sin, sizeof(*sin)))
+		fds[c] = kcm_u_tcp_connect(sin);
+		if (fds[c] < 0)
 			die("connect");
 		endpoint(fds[c], 0, from[c], sizeof(from[c]));
 	}
@@ -145,11 +103,10 @@ static void run_client(const struct sockaddr_in *sin)
 /* A worker: recv() whole requests until none comes for 3 seconds. */
 static void run_worker(int id, int fd)
 {
-	struct timeval tv = { .tv_sec = 3 };
 	char buf[256];
 	ssize_t n;
 
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	kcm_u_set_timeo(fd, SO_RCVTIMEO, 3000);
 	while ((n = recv(fd, buf, sizeof(buf), 0)) > 0)
 		printf("worker %d: recv() = %zd bytes: [len %u] \"%.*s\"\n",
 		       id, n, ntohl(*(uint32_t *)buf), (int)n - 4, buf + 4);
@@ -158,8 +115,7 @@ static void run_worker(int id, int fd)
 
 int main(void)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET };
-	socklen_t slen = sizeof(sin);
+	struct sockaddr_in sin;
 	int fds[WORKERS], tcp[CONNS], lfd, prog, i;
 	pid_t client_pid;
 
@@ -169,39 +125,31 @@ int main(void)
 	printf("socket(AF_KCM, SOCK_SEQPACKET, KCMPROTO_CONNECTED) = %d: a new mux\n",
 	       fds[0]);
 	for (i = 1; i < WORKERS; i++) {
-		struct kcm_clone info;
-
-		if (ioctl(fds[0], SIOCKCMCLONE, &info) < 0)
+		fds[i] = kcm_u_clone(fds[0]);
+		if (fds[i] < 0)
 			die("ioctl(SIOCKCMCLONE)");
-		fds[i] = info.fd;
 		printf("ioctl(%d, SIOCKCMCLONE) = fd %d: worker %d joins the mux\n",
 		       fds[0], fds[i], i);
 	}
 
-	lo_up();
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	lfd = socket(AF_INET, SOCK_STREAM, 0);
-	if (bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) || listen(lfd, 8) ||
-	    getsockname(lfd, (struct sockaddr *)&sin, &slen))
+	lfd = kcm_u_tcp_listener(&sin);
+	if (lfd < 0)
 		die("listen");
 	fflush(stdout);	/* or the child prints it again */
 	client_pid = fork();
 	if (!client_pid)
 		run_client(&sin);
 
-	prog = load_parser();
+	prog = kcm_u_parser_len4();
 	if (prog < 0)
 		die("bpf(BPF_PROG_LOAD)");
 	for (i = 0; i < CONNS; i++) {
-		struct kcm_attach att;
 		char here[32], there[32];
 
 		tcp[i] = accept(lfd, NULL, NULL);
 		if (tcp[i] < 0)
 			die("accept");
-		att.fd = tcp[i];
-		att.bpf_fd = prog;
-		if (ioctl(fds[0], SIOCKCMATTACH, &att))
+		if (kcm_u_attach(fds[0], tcp[i], prog))
 			die("ioctl(SIOCKCMATTACH)");
 		printf("ioctl(SIOCKCMATTACH) connection %d: TCP fd %d, %s <- client %s, ",
 		       i, tcp[i], endpoint(tcp[i], 0, here, sizeof(here)),

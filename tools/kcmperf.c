@@ -105,7 +105,7 @@ static int report(bool watchdog)
 	return modes[opt.mode]->report(watchdog);
 }
 
-static atomic_ullong wd_deadline;	/* now_ns() when the watchdog fires */
+static atomic_ullong wd_deadline;	/* kcm_u_now_ns() when it fires */
 static atomic_ullong wd_ms;		/* what it was armed with */
 
 /* Last resort: whatever hangs, a line is printed and the process ends. */
@@ -114,7 +114,7 @@ static void *watchdog_thread(void *arg)
 	double left;
 
 	(void)arg;
-	while ((left = ((double)wd_deadline - now_ns()) / 1e9) > 0)
+	while ((left = ((double)wd_deadline - kcm_u_now_ns()) / 1e9) > 0)
 		sleep_s(left < 1 ? left : 1);
 	fprintf(stderr, "# kcmperf: watchdog: no end after %.0f s\n",
 		wd_ms / 1e3);
@@ -130,7 +130,7 @@ void watchdog_arm(double secs)
 	static pthread_t wd;
 
 	wd_ms = secs * 1e3;
-	wd_deadline = now_ns() + (uint64_t)(secs * 1e9);
+	wd_deadline = kcm_u_now_ns() + (uint64_t)(secs * 1e9);
 	if (!wd && pthread_create(&wd, NULL, watchdog_thread, NULL))
 		die("pthread_create");
 }

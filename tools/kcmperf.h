@@ -8,6 +8,8 @@
  * mode); kcmperf_user.c the user-space framer; kcmperf_report.c the
  * key=value line.  One file per mode: kcmperf_rx.c, kcmperf_tx.c,
  * kcmperf_rr.c, kcmperf_scale.c; kcmperf_uring.c the io_uring reader (-U).
+ * Loopback TCP, the KCM ioctls, the length parser and the clock come
+ * from tools/lib/kcm/kcm_util.h.
  */
 #ifndef KCMPERF_H
 #define KCMPERF_H
@@ -17,11 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#ifndef AF_KCM
-#define AF_KCM		41
-#endif
+#include "kcm_util.h"
 
-#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
 #define HDR		16		/* length, source, sequence number */
 #define MAX_SIZE	(64 << 20)
 #define MAX_CONNS	64
@@ -128,7 +127,6 @@ void run_timed(double limit);
 void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 void die_errno(const char *what) __attribute__((noreturn));
 double now(void);
-uint64_t now_ns(void);
 void sleep_s(double s);
 void note_err(int err);
 void futex_wait(atomic_int *addr, int val, int ms);
@@ -153,6 +151,8 @@ void set_int(int fd, int level, int name, int val);
 int get_int(int fd, int level, int name);
 void set_timeo(int fd, int name, double s);
 void set_nonblock(int fd);
+struct mmsghdr *mmsg_alloc(int n);
+void mmsg_free(struct mmsghdr *mm);
 void conns_alloc(int n);
 void tcp_pairs(int n);
 void tcp_rcvbuf(int fd);
@@ -175,11 +175,13 @@ struct stream_rd {
 
 void *stream_sender(void *arg);
 void *stream_reader(void *arg);
+void stream_readers(const int *fds, unsigned int nsrc, bool reply);
 
 /* kcmperf_user.c */
 void user_framer(void);
 
 /* kcmperf_rx.c, kcmperf_tx.c, kcmperf_rr.c */
+void setup_receivers(void);
 void *kcm_reader(void *arg);
 void *kcm_sender(void *arg);
 void kcm_answer(int fd, char *p);

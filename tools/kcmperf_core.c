@@ -10,15 +10,12 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
-#include <net/if.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -69,20 +66,10 @@ void die_errno(const char *what)
 	die("%s: %s", what, strerror(errno));
 }
 
+/* CLOCK_MONOTONIC in seconds */
 double now(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+	return kcm_u_now_ns() / 1e9;
 }
 
 void sleep_s(double s)
@@ -309,25 +296,24 @@ struct checker *checker_new(unsigned int nsrc, const char *fmt, int i)
 
 void set_int(int fd, int level, int name, int val)
 {
-	if (setsockopt(fd, level, name, &val, sizeof(val)))
+	if (kcm_u_setsockopt_int(fd, level, name, val))
 		die_errno("setsockopt");
 }
 
+/* An int socket option, 0 if it cannot be read. */
 int get_int(int fd, int level, int name)
 {
-	socklen_t len = sizeof(int);
-	int val = 0;
+	int val = kcm_u_getsockopt_int(fd, level, name);
 
-	getsockopt(fd, level, name, &val, &len);
-	return val;
+	return val < 0 ? 0 : val;
 }
 
+/* SO_RCVTIMEO or SO_SNDTIMEO of @s seconds, 1 ms at the least. */
 void set_timeo(int fd, int name, double s)
 {
-	struct timeval tv = { .tv_sec = (time_t)s,
-			      .tv_usec = (long)((s - (time_t)s) * 1e6) };
+	double ms = s * 1000;
 
-	if (setsockopt(fd, SOL_SOCKET, name, &tv, sizeof(tv)))
+	if (kcm_u_set_timeo(fd, name, ms < 1 ? 1 : ms < INT_MAX ? ms : INT_MAX))
 		die_errno("setsockopt(SO_*TIMEO)");
 }
 
@@ -337,20 +323,29 @@ void set_nonblock(int fd)
 		die_errno("fcntl(O_NONBLOCK)");
 }
 
-static void lo_up(void)
+/*
+ * @n mmsghdrs for recvmmsg() or sendmmsg(), each with an iovec of its own;
+ * the iovecs are one array, at mm[0].msg_hdr.msg_iov.
+ */
+struct mmsghdr *mmsg_alloc(int n)
 {
-	struct ifreq ifr;
-	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	struct mmsghdr *mm = calloc(n, sizeof(*mm));
+	struct iovec *iov = calloc(n, sizeof(*iov));
+	int i;
 
-	memset(&ifr, 0, sizeof(ifr));
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
-	if (fd >= 0 && !ioctl(fd, SIOCGIFFLAGS, &ifr) &&
-	    !(ifr.ifr_flags & IFF_UP)) {
-		ifr.ifr_flags |= IFF_UP;
-		ioctl(fd, SIOCSIFFLAGS, &ifr);
+	if (!mm || !iov)
+		die("out of memory");
+	for (i = 0; i < n; i++) {
+		mm[i].msg_hdr.msg_iov = &iov[i];
+		mm[i].msg_hdr.msg_iovlen = 1;
 	}
-	if (fd >= 0)
-		close(fd);
+	return mm;
+}
+
+void mmsg_free(struct mmsghdr *mm)
+{
+	free(mm[0].msg_hdr.msg_iov);
+	free(mm);
 }
 
 /* Room for @n connections in peer[] and local[]. */
@@ -368,20 +363,14 @@ void conns_alloc(int n)
  */
 void tcp_pairs(int n)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET };
-	socklen_t len = sizeof(sin);
-	int l, i;
+	struct sockaddr_in sin;
+	int l = kcm_u_tcp_listener(&sin), i;
 
-	lo_up();
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	l = socket(AF_INET, SOCK_STREAM, 0);
-	if (l < 0 || bind(l, (struct sockaddr *)&sin, len) ||
-	    listen(l, 16) || getsockname(l, (struct sockaddr *)&sin, &len))
+	if (l < 0)
 		die_errno("loopback listener");
 	for (i = 0; i < n; i++) {
-		peer[i] = socket(AF_INET, SOCK_STREAM, 0);
-		if (peer[i] < 0 ||
-		    connect(peer[i], (struct sockaddr *)&sin, sizeof(sin)))
+		peer[i] = kcm_u_tcp_connect(&sin);
+		if (peer[i] < 0)
 			die_errno("connect");
 		local[i] = accept(l, NULL, NULL);
 		if (local[i] < 0)

@@ -7,13 +7,10 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <linux/bpf.h>
-#include <linux/kcm.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "kcmperf.h"
@@ -25,19 +22,12 @@
 #define BPF_FUNC_PROBE_READ_KERNEL	113
 
 /*
- * The parser "return load_word(skb, 0) + 4;" as raw BPF instructions, or
- * for -P distro "return load_word(skb, strp_offset) + 4;".
+ * The parser "return load_word(skb, 0) + 4;" (kcm_util.h's), or for -P
+ * distro "return load_word(skb, strp_offset) + 4;" as raw BPF.
  */
 static int load_parser(void)
 {
-	struct bpf_insn doc[] = {
-		{ .code = BPF_ALU64 | BPF_MOV | BPF_X, .dst_reg = 6,
-		  .src_reg = 1 },
-		{ .code = BPF_LD | BPF_W | BPF_ABS, .imm = 0 },
-		{ .code = BPF_ALU64 | BPF_ADD | BPF_K, .imm = 4 },
-		{ .code = BPF_JMP | BPF_EXIT },
-	};
-	struct bpf_insn distro[] = {
+	static const struct bpf_insn distro[] = {
 		/* r6 = skb; bpf_probe_read_kernel(fp - 8, 4, skb + 68) */
 		{ .code = BPF_ALU64 | BPF_MOV | BPF_X, .dst_reg = 6,
 		  .src_reg = 1 },
@@ -62,27 +52,23 @@ static int load_parser(void)
 		{ .code = BPF_JMP | BPF_EXIT },
 	};
 	static char log[4096];
-	union bpf_attr attr;
-	int fd;
+	int fd, err;
 
-	memset(&attr, 0, sizeof(attr));
-	attr.prog_type = BPF_PROG_TYPE_SOCKET_FILTER;
-	if (opt.parser == PARSER_DISTRO) {
-		attr.insns = (unsigned long)distro;
-		attr.insn_cnt = ARRAY_SIZE(distro);
-		attr.log_buf = (unsigned long)log;
-		attr.log_size = sizeof(log);
-		attr.log_level = 1;
-	} else {
-		attr.insns = (unsigned long)doc;
-		attr.insn_cnt = ARRAY_SIZE(doc);
+	if (opt.parser != PARSER_DISTRO) {
+		fd = kcm_u_parser_len4();
+		if (fd < 0)
+			die_errno("bpf(BPF_PROG_LOAD)");
+		return fd;
 	}
-	attr.license = (unsigned long)"GPL";
-	fd = syscall(__NR_bpf, BPF_PROG_LOAD, &attr, sizeof(attr));
-	if (fd < 0 && log[0])
-		fprintf(stderr, "# kcmperf: verifier: %s\n", log);
-	if (fd < 0)
+	fd = kcm_u_bpf_load(BPF_PROG_TYPE_SOCKET_FILTER, 0, 0, distro,
+			    ARRAY_SIZE(distro), log, sizeof(log));
+	if (fd < 0) {
+		err = errno;
+		if (log[0])
+			fprintf(stderr, "# kcmperf: verifier: %s\n", log);
+		errno = err;
 		die_errno("bpf(BPF_PROG_LOAD)");
+	}
 	return fd;
 }
 
@@ -95,12 +81,11 @@ void attach_tcp(int kcm, int tcp, int prog)
 		BPF_STMT(BPF_RET | BPF_A, 0),
 	};
 	struct kcm_attach_ext ext = { .fd = tcp };
-	struct kcm_attach att = { .fd = tcp, .bpf_fd = prog };
 
 	switch (opt.parser) {
 	case PARSER_EBPF:
 	case PARSER_DISTRO:
-		if (ioctl(kcm, SIOCKCMATTACH, &att))
+		if (kcm_u_attach(kcm, tcp, prog))
 			die_errno("ioctl(SIOCKCMATTACH)");
 		return;
 	case PARSER_CBPF:
@@ -132,7 +117,6 @@ int kcm_socks(void)
 	int first = n_kfd, i;
 
 	for (i = 0; i < opt.kcms; i++) {
-		struct kcm_clone clone;
 		int fd;
 
 		if (!i) {
@@ -140,9 +124,9 @@ int kcm_socks(void)
 			if (fd < 0)
 				die_errno("socket(AF_KCM) (is kcm.ko loaded?)");
 		} else {
-			if (ioctl(kfd[first], SIOCKCMCLONE, &clone))
+			fd = kcm_u_clone(kfd[first]);
+			if (fd < 0)
 				die_errno("ioctl(SIOCKCMCLONE)");
-			fd = clone.fd;
 		}
 		if (opt.rcvbuf) {
 			set_int(fd, SOL_SOCKET, SO_RCVBUF, (int)opt.rcvbuf);

@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include "kcmperf.h"
 
@@ -44,26 +43,16 @@ struct rr_client {
 
 static struct rr_client clients[MAX_CONNS];
 
-static bool read_exact(int fd, char *p, size_t len)
+/* The answer to a request; a read that times out (-W) is a stall. */
+static bool read_answer(int fd, char *p)
 {
-	ssize_t n;
-
-	while (len) {
-		n = read(fd, p, len);
-		if (n > 0) {
-			p += n;
-			len -= n;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			atomic_store(&rr_stalled, 1);
-		else
-			note_err(n ? errno : EPIPE);
-		return false;
-	}
-	return true;
+	if (!kcm_u_read_full(fd, p, opt.size))
+		return true;
+	if (errno == EAGAIN)
+		atomic_store(&rr_stalled, 1);
+	else
+		note_err(errno);
+	return false;
 }
 
 static void *rr_client(void *arg)
@@ -83,11 +72,11 @@ static void *rr_client(void *arg)
 	for (seq = 0; !atomic_load_explicit(&tx_stop, memory_order_relaxed) &&
 	     (!opt.count || seq < opt.count); seq++) {
 		msg_fill(req, cl->idx, seq);
-		t0 = now_ns();
+		t0 = kcm_u_now_ns();
 		if (!write_all(fd, req, opt.size) ||
-		    !read_exact(fd, resp, opt.size))
+		    !read_answer(fd, resp))
 			break;
-		t = now_ns() - t0;
+		t = kcm_u_now_ns() - t0;
 		ck->next[cl->idx] = seq;
 		s = msg_check(ck, resp, opt.size, RESP_FLAG);
 		if (s >= 0 && (s != cl->idx || memcmp(resp + 8, &seq, 8))) {
@@ -152,36 +141,13 @@ static int report_rr(bool watchdog)
 
 static void setup_rr(void)
 {
-	static struct stream_rd rd[MAX_CONNS];
 	long i;
 
 	for (i = 0; i < opt.conns; i++) {
 		set_int(peer[i], IPPROTO_TCP, TCP_NODELAY, 1);
 		set_int(local[i], IPPROTO_TCP, TCP_NODELAY, 1);
-		tcp_rcvbuf(local[i]);
 	}
-	switch (opt.impl) {
-	case IMPL_KCM:
-		/* a mux per connection: the answer goes back on it */
-		for (i = 0; i < opt.conns; i++)
-			kcm_mux(&local[i], 1);
-		for (i = 0; i < n_kfd; i++)
-			spawn(kcm_reader, (void *)i);
-		n_rx = n_kfd;
-		break;
-	case IMPL_USER:
-		user_framer();
-		break;
-	case IMPL_RAW:
-		for (i = 0; i < opt.conns; i++) {
-			rd[i] = (struct stream_rd){ .fd = local[i], .idx = i,
-						    .nsrc = opt.conns,
-						    .reply = true };
-			spawn(stream_reader, &rd[i]);
-		}
-		n_rx = opt.conns;
-		break;
-	}
+	setup_receivers();
 	for (i = 0; i < opt.conns; i++) {
 		clients[i].idx = i;
 		spawn(rr_client, &clients[i]);

@@ -109,26 +109,28 @@ void *kcm_reader(void *arg)
 	struct counter *c = &rxc[idx];
 	int fd = kfd[idx], nb = opt.rbatch, i, n;
 	size_t cap = opt.size + RCV_SLACK;
-	struct checker *ck = checker_new(opt.conns, "kcm-%d", idx);
-	char *buf = malloc(nb * cap);
-	struct mmsghdr *mm = calloc(nb, sizeof(*mm));
-	struct iovec *iov = calloc(nb, sizeof(*iov));
 	unsigned long ok = 0, bad = 0;
+	struct checker *ck;
+	struct mmsghdr *mm;
+	struct iovec *iov;
+	char *buf;
 	long s;
 
 	if (opt.kbatch > 1)
 		return kcm_batch_reader(arg);
 	if (opt.uring)
 		return kcm_uring_reader(arg);
-	if (!buf || !mm || !iov)
+	ck = checker_new(opt.conns, "kcm-%d", idx);
+	buf = malloc(nb * cap);
+	if (!buf)
 		die("out of memory");
+	mm = mmsg_alloc(nb);
+	iov = mm[0].msg_hdr.msg_iov;
 	set_timeo(fd, SO_RCVTIMEO, TICK_MS / 1000.0);
 	set_timeo(fd, SO_SNDTIMEO, TICK_MS / 1000.0);
 	for (i = 0; i < nb; i++) {
 		iov[i].iov_base = buf + i * cap;
 		iov[i].iov_len = cap;
-		mm[i].msg_hdr.msg_iov = &iov[i];
-		mm[i].msg_hdr.msg_iovlen = 1;
 	}
 	while (!atomic_load_explicit(&rx_stop, memory_order_relaxed)) {
 		if (nb == 1) {
@@ -164,22 +166,31 @@ void *kcm_reader(void *arg)
 		}
 	}
 	atomic_store(&c->done, 1);
-	free(iov);
-	free(mm);
+	mmsg_free(mm);
 	free(buf);
 	return NULL;
 }
 
-static void setup_rx(void)
+/*
+ * The receiving end of rx and rr, on the accepted sockets: KCM readers
+ * (rr: a mux per connection, so that the answer goes back on it), the
+ * user-space framer, or TCP stream readers (rr: answering).
+ */
+void setup_receivers(void)
 {
-	static struct stream_rd rd[MAX_CONNS];
+	bool rr = opt.mode == MODE_RR;
 	long i;
 
 	for (i = 0; i < opt.conns; i++)
 		tcp_rcvbuf(local[i]);
 	switch (opt.impl) {
 	case IMPL_KCM:
-		kcm_mux(local, opt.conns);
+		if (rr) {
+			for (i = 0; i < opt.conns; i++)
+				kcm_mux(&local[i], 1);
+		} else {
+			kcm_mux(local, opt.conns);
+		}
 		for (i = 0; i < n_kfd; i++)
 			spawn(kcm_reader, (void *)i);
 		n_rx = n_kfd;
@@ -188,14 +199,16 @@ static void setup_rx(void)
 		user_framer();
 		break;
 	case IMPL_RAW:
-		for (i = 0; i < opt.conns; i++) {
-			rd[i] = (struct stream_rd){ .fd = local[i], .idx = i,
-						    .nsrc = opt.conns };
-			spawn(stream_reader, &rd[i]);
-		}
-		n_rx = opt.conns;
+		stream_readers(local, opt.conns, rr);
 		break;
 	}
+}
+
+static void setup_rx(void)
+{
+	long i;
+
+	setup_receivers();
 	for (i = 0; i < opt.conns; i++)
 		spawn(stream_sender, (void *)i);
 	n_tx = opt.conns;

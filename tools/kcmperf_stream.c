@@ -146,3 +146,20 @@ out:
 	free(buf);
 	return NULL;
 }
+
+/*
+ * A stream reader on each of opt.conns connections @fds, whose messages
+ * come from @nsrc sources; with @reply, each answers what it reads (rr).
+ */
+void stream_readers(const int *fds, unsigned int nsrc, bool reply)
+{
+	static struct stream_rd rd[MAX_CONNS];
+	int i;
+
+	for (i = 0; i < opt.conns; i++) {
+		rd[i] = (struct stream_rd){ .fd = fds[i], .idx = i,
+					    .nsrc = nsrc, .reply = reply };
+		spawn(stream_reader, &rd[i]);
+	}
+	n_rx = opt.conns;
+}

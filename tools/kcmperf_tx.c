@@ -20,13 +20,11 @@ void *kcm_sender(void *arg)
 	struct counter *c = &txc[idx];
 	int fd = kfd[idx], batch = opt.sbatch, i, n;
 	char *buf = msgs_build(idx, per_buf);
-	struct mmsghdr *mm = calloc(batch, sizeof(*mm));
-	struct iovec *iov = calloc(batch, sizeof(*iov));
+	struct mmsghdr *mm = mmsg_alloc(batch);
+	struct iovec *iov = mm[0].msg_hdr.msg_iov;
 	uint64_t seq = 0;
 	char *p;
 
-	if (!mm || !iov)
-		die("out of memory");
 	set_timeo(fd, SO_SNDTIMEO, TICK_MS / 1000.0);
 	while (!atomic_load_explicit(&tx_stop, memory_order_relaxed)) {
 		n = batch;
@@ -39,8 +37,6 @@ void *kcm_sender(void *arg)
 			msg_set_seq(p, seq + i);
 			iov[i].iov_base = p;
 			iov[i].iov_len = opt.size;
-			mm[i].msg_hdr.msg_iov = &iov[i];
-			mm[i].msg_hdr.msg_iovlen = 1;
 		}
 		if (n == 1)
 			n = send(fd, iov[0].iov_base, opt.size, 0) ==
@@ -58,8 +54,7 @@ void *kcm_sender(void *arg)
 		}
 	}
 	atomic_store(&c->done, 1);
-	free(iov);
-	free(mm);
+	mmsg_free(mm);
 	free(buf);
 	return NULL;
 }
@@ -114,17 +109,12 @@ static void *user_sender(void *arg)
 
 static void setup_tx(void)
 {
-	static struct stream_rd rd[MAX_CONNS];
-	unsigned int nsrc = opt.impl == IMPL_RAW ? opt.conns : opt.kcms;
 	long i;
 
-	for (i = 0; i < opt.conns; i++) {
+	for (i = 0; i < opt.conns; i++)
 		tcp_rcvbuf(peer[i]);
-		rd[i] = (struct stream_rd){ .fd = peer[i], .idx = i,
-					    .nsrc = nsrc };
-		spawn(stream_reader, &rd[i]);
-	}
-	n_rx = opt.conns;
+	stream_readers(peer, opt.impl == IMPL_RAW ? opt.conns : opt.kcms,
+		       false);
 	switch (opt.impl) {
 	case IMPL_KCM:
 		kcm_mux(local, opt.conns);

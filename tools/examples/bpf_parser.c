@@ -6,8 +6,8 @@
  *
  * -o (the default): the parser compiled from parser_len.bpf.c by clang,
  * loaded with libbpf (bpf_object__open_file, bpf_object__load).
- * -r: the same parser as raw instructions (kcm_example.h), for machines
- * without clang or libbpf.
+ * -r: the same parser as raw instructions (kcm_u_parser_len4() of
+ * kcm_util.h), for machines without clang or libbpf.
  *
  * Either way a KCM socket gets one TCP connection with that parser, the
  * peer writes 150 messages of 8 to 3000 bytes in a few large writes
@@ -48,16 +48,16 @@ static int load_object(const char *path, struct bpf_object **objp)
 /* The peer: all messages in writes of about 16 KB. */
 static void send_all(int fd)
 {
-	static char buf[NMSGS * (EX_HDR + 3000)];
+	static char buf[NMSGS * (KCM_U_HDR + 3000)];
 	size_t len = 0, off;
 	int i;
 
 	for (i = 0; i < NMSGS; i++)
-		len += ex_msg_build(buf + len, i, PLEN(i));
+		len += kcm_u_msg_build(buf + len, PLEN(i), i);
 	for (off = 0; off < len; off += 16384) {
 		size_t n = len - off < 16384 ? len - off : 16384;
 
-		if (ex_write_all(fd, buf + off, n))
+		if (kcm_u_write_all(fd, buf + off, n))
 			ex_die("write");
 	}
 }
@@ -66,10 +66,8 @@ int main(int argc, char **argv)
 {
 	const char *path = "parser_len.bpf.o";
 	struct bpf_object *obj = NULL;
-	static char buf[EX_HDR + 4096];
-	struct timeval tv = { .tv_sec = 10 };
-	int kcm, peer, tcp, prog, lfd, i, raw = 0, opt;
-	struct sockaddr_in sin;
+	static char buf[KCM_U_HDR + 4096];
+	int kcm, peer, tcp, prog, i, raw = 0, opt;
 	long bytes = 0;
 
 	while ((opt = getopt(argc, argv, "ro:")) != -1) {
@@ -82,18 +80,17 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	prog = raw ? ex_parser_raw() : load_object(path, &obj);
+	prog = raw ? kcm_u_parser_len4() : load_object(path, &obj);
 	if (prog < 0)
 		ex_die("bpf(BPF_PROG_LOAD)");
 
 	kcm = socket(AF_KCM, SOCK_SEQPACKET, KCMPROTO_CONNECTED);
 	if (kcm < 0)
 		ex_die("socket(AF_KCM)");
-	setsockopt(kcm, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	lfd = ex_listen(&sin);
-	peer = ex_connect(&sin);
-	tcp = accept(lfd, NULL, NULL);
-	if (tcp < 0 || ex_attach(kcm, tcp, prog))
+	kcm_u_set_timeo(kcm, SO_RCVTIMEO, 10000);
+	if (kcm_u_tcp_pair(&peer, &tcp))
+		ex_die("loopback TCP");
+	if (kcm_u_attach(kcm, tcp, prog))
 		ex_die("SIOCKCMATTACH");
 	/* The psock holds its own reference on the program. */
 	if (obj)
@@ -110,8 +107,8 @@ int main(int argc, char **argv)
 
 		if (n < 0)
 			ex_die("recvmsg");
-		if (!(msg.msg_flags & MSG_EOR) || ex_msg_check(buf, n) != i ||
-		    n != (ssize_t)(EX_HDR + PLEN(i))) {
+		if (!(msg.msg_flags & MSG_EOR) || kcm_u_msg_check(buf, n) != i ||
+		    n != (ssize_t)(KCM_U_HDR + PLEN(i))) {
 			fprintf(stderr, "bpf_parser: message %d: %zd bytes, not the one sent\n",
 				i, n);
 			return 1;

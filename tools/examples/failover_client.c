@@ -31,7 +31,7 @@ static const char *kcmstat;
 /* Server: reads from both connections until @want messages came. */
 static int server_read(int *fds, int want, int *count, int *on, int *bad)
 {
-	static char buf[EX_HDR + 2048];
+	static char buf[KCM_U_HDR + 2048];
 	static unsigned char seen[MAX_MSGS];
 	struct pollfd pfd[2];
 	int got = 0, i;
@@ -42,17 +42,16 @@ static int server_read(int *fds, int want, int *count, int *on, int *bad)
 		if (poll(pfd, 2, 10000) <= 0)
 			return -1;
 		for (i = 0; i < 2; i++) {
-			ssize_t len;
-			long seq;
+			long len, seq;
 
 			if (fds[i] < 0 || !(pfd[i].revents & (POLLIN | POLLHUP)))
 				continue;
-			len = ex_read_msg(fds[i], buf, sizeof(buf));
+			len = kcm_u_read_msg(fds[i], buf, sizeof(buf));
 			if (len < 0) {
 				fds[i] = -1;	/* reset or closed */
 				continue;
 			}
-			seq = ex_msg_check(buf, len);
+			seq = kcm_u_msg_check(buf, len);
 			if (seq < 0 || seq >= nmsgs || seen[seq]++)
 				(*bad)++;
 			else
@@ -105,11 +104,11 @@ static void run_server(int lfd, int ready_fd)
 /* Sends messages @from..@to-1 on KCM socket @kcm; every send must succeed. */
 static void send_range(int kcm, int from, int to)
 {
-	static char buf[EX_HDR + 2048];
+	static char buf[KCM_U_HDR + 2048];
 	int i;
 
 	for (i = from; i < to; i++) {
-		size_t len = ex_msg_build(buf, i, PLEN(i));
+		size_t len = kcm_u_msg_build(buf, PLEN(i), i);
 
 		if (send(kcm, buf, len, 0) != (ssize_t)len)
 			ex_die("client: send");
@@ -153,12 +152,12 @@ int main(int argc, char **argv)
 	close(lfd);
 
 	kcm = socket(AF_KCM, SOCK_DGRAM, KCMPROTO_CONNECTED);
-	prog = ex_parser_raw();
+	prog = kcm_u_parser_len4();
 	if (kcm < 0 || prog < 0)
 		ex_die("socket(AF_KCM) or the parser");
 	for (i = 0; i < 2; i++) {
 		tcp[i] = ex_connect(&sin);
-		if (ex_attach(kcm, tcp[i], prog))
+		if (kcm_u_attach(kcm, tcp[i], prog))
 			ex_die("SIOCKCMATTACH");
 	}
 	close(prog);

@@ -1,35 +1,28 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * What the KCM examples share: the message format (a 4-byte big-endian
- * length of the payload, then the payload), the parser for it as raw BPF
- * instructions (no compiler needed), and loopback TCP plumbing.  Each
- * example is otherwise complete on its own.
+ * What the KCM examples share on top of kcm_util.h (tools/lib/kcm: the
+ * message format, the length parser as raw BPF instructions, loopback TCP
+ * and the KCM ioctls): ending with a message, the accept-and-attach step
+ * of a server, and the plain TCP client that prefork_server and
+ * uring_server both serve.  Each example is otherwise complete on its own.
  */
 #ifndef KCM_EXAMPLE_H
 #define KCM_EXAMPLE_H
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <net/if.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <stdint.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/socket.h>
-#include <sys/syscall.h>
 #include <unistd.h>
-#include <linux/bpf.h>
-#include <linux/kcm.h>
 
-#ifndef AF_KCM
-#define AF_KCM 41
-#endif
+#include "kcm_util.h"
 
-#define EX_HDR 4
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define EX_MAX_CONNS	64
+#define EX_STOP		0xffffffffu	/* the request that stops a server */
+#define EX_REQ_SIZE(seq) (8 + ((seq) * 37) % 400)	/* payload bytes */
+#define EX_REQ_MAX	(KCM_U_HDR + 512)
+#define EX_REPLY_PLEN	8		/* a reply's payload: the seq and 4 */
 
 static inline void ex_die(const char *what)
 {
@@ -37,161 +30,131 @@ static inline void ex_die(const char *what)
 	exit(1);
 }
 
-/*
- * The parser "return load_word(skb, 0) + 4;" as raw eBPF instructions:
- * the message is its 4-byte length header plus that many bytes.
- */
-static inline int ex_parser_raw(void)
-{
-	struct bpf_insn insns[] = {
-		/* r6 = ctx: BPF_LD_ABS reads the skb in r6 */
-		{ .code = BPF_ALU64 | BPF_MOV | BPF_X, .dst_reg = 6, .src_reg = 1 },
-		/* r0 = ntohl(*(u32 *)(data + 0)); out of range: return 0 */
-		{ .code = BPF_LD | BPF_W | BPF_ABS, .imm = 0 },
-		/* r0 += 4: the header itself */
-		{ .code = BPF_ALU64 | BPF_ADD | BPF_K, .dst_reg = 0, .imm = EX_HDR },
-		{ .code = BPF_JMP | BPF_EXIT },
-	};
-	union bpf_attr attr;
-
-	memset(&attr, 0, sizeof(attr));
-	attr.prog_type = BPF_PROG_TYPE_SOCKET_FILTER;
-	attr.insns = (unsigned long)insns;
-	attr.insn_cnt = ARRAY_SIZE(insns);
-	attr.license = (unsigned long)"GPL";
-	return syscall(__NR_bpf, BPF_PROG_LOAD, &attr, sizeof(attr));
-}
-
-static inline int ex_attach(int kcm, int tcp, int prog)
-{
-	struct kcm_attach att = { .fd = tcp, .bpf_fd = prog };
-
-	return ioctl(kcm, SIOCKCMATTACH, &att);
-}
-
-static inline int ex_clone(int kcm)
-{
-	struct kcm_clone info = { .fd = -1 };
-
-	if (ioctl(kcm, SIOCKCMCLONE, &info) < 0)
-		return -1;
-	return info.fd;
-}
-
-/* A fresh network namespace (or a test VM) starts with lo down. */
-static inline void ex_lo_up(void)
-{
-	struct ifreq ifr = { .ifr_name = "lo" };
-	int fd = socket(AF_INET, SOCK_DGRAM, 0);
-
-	if (fd >= 0 && !ioctl(fd, SIOCGIFFLAGS, &ifr)) {
-		ifr.ifr_flags |= IFF_UP;
-		ioctl(fd, SIOCSIFFLAGS, &ifr);
-	}
-	if (fd >= 0)
-		close(fd);
-}
-
 /* A loopback TCP listener on any port; the address goes to @sin. */
 static inline int ex_listen(struct sockaddr_in *sin)
 {
-	socklen_t len = sizeof(*sin);
-	int fd;
+	int fd = kcm_u_tcp_listener(sin);
 
-	ex_lo_up();
-	memset(sin, 0, sizeof(*sin));
-	sin->sin_family = AF_INET;
-	sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	fd = socket(AF_INET, SOCK_STREAM, 0);
-	if (fd < 0 || bind(fd, (struct sockaddr *)sin, len) || listen(fd, 16) ||
-	    getsockname(fd, (struct sockaddr *)sin, &len))
+	if (fd < 0)
 		ex_die("listen");
 	return fd;
 }
 
+/* A TCP connection to @sin, small writes sent at once. */
 static inline int ex_connect(const struct sockaddr_in *sin)
 {
-	int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	int fd = kcm_u_tcp_connect(sin);
 
-	if (fd < 0 || connect(fd, (const struct sockaddr *)sin, sizeof(*sin)))
+	if (fd < 0)
 		ex_die("connect");
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	kcm_u_setsockopt_int(fd, IPPROTO_TCP, TCP_NODELAY, 1);
 	return fd;
 }
 
 /*
- * Message @seq: header, then a 4-byte sequence number, then @plen - 4
- * bytes that depend on both, so that a torn or mixed message is noticed.
+ * The server's side: accepts @n connections on @lfd and attaches each to
+ * the mux of KCM socket @kcm with the length parser.  The mux holds the
+ * connections from then on, so their fds, the parser's and @lfd go.
  */
-static inline size_t ex_msg_build(char *buf, uint32_t seq, size_t plen)
+static inline void ex_accept_attach(int kcm, int lfd, int n)
 {
-	uint32_t hdr = htonl(plen), nseq = htonl(seq);
-	size_t i;
+	int prog = kcm_u_parser_len4(), i;
 
-	memcpy(buf, &hdr, EX_HDR);
-	memcpy(buf + EX_HDR, &nseq, 4);
-	for (i = 4; i < plen; i++)
-		buf[EX_HDR + i] = (char)(seq * 31 + i);
-	return EX_HDR + plen;
-}
+	if (prog < 0)
+		ex_die("bpf(BPF_PROG_LOAD)");
+	for (i = 0; i < n; i++) {
+		int tcp = accept(lfd, NULL, NULL);
 
-/* Checks a whole message; returns its sequence number or -1. */
-static inline long ex_msg_check(const char *buf, size_t len)
-{
-	uint32_t hdr, seq;
-	size_t i;
-
-	if (len < EX_HDR + 4)
-		return -1;
-	memcpy(&hdr, buf, EX_HDR);
-	memcpy(&seq, buf + EX_HDR, 4);
-	seq = ntohl(seq);
-	if (ntohl(hdr) + EX_HDR != len)
-		return -1;
-	for (i = 4; i < len - EX_HDR; i++)
-		if (buf[EX_HDR + i] != (char)(seq * 31 + i))
-			return -1;
-	return seq;
-}
-
-static inline int ex_write_all(int fd, const char *buf, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, buf, len);
-
-		if (n <= 0)
-			return -1;
-		buf += n;
-		len -= n;
+		if (tcp < 0 || kcm_u_attach(kcm, tcp, prog))
+			ex_die("SIOCKCMATTACH");
+		close(tcp);
 	}
-	return 0;
+	close(prog);
+	close(lfd);
 }
 
-static inline int ex_read_full(int fd, char *buf, size_t len)
+/* The bytes of requests 0..@n-1, headers included. */
+static inline long ex_request_bytes(int n)
 {
-	while (len) {
-		ssize_t n = read(fd, buf, len);
+	long bytes = 0;
+	int i;
 
-		if (n <= 0)
+	for (i = 0; i < n; i++)
+		bytes += KCM_U_HDR + EX_REQ_SIZE(i);
+	return bytes;
+}
+
+/* Client: reads replies from all @conns until @n came; 0 if all good. */
+static inline int ex_client_replies(const int *fds, int conns, int n)
+{
+	static unsigned char seen[1 << 16];
+	struct pollfd pfd[EX_MAX_CONNS];
+	int got = 0, bad = 0, i;
+	char buf[64];
+
+	for (i = 0; i < conns; i++)
+		pfd[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
+	while (got < n) {
+		if (poll(pfd, conns, 5000) <= 0) {
+			fprintf(stderr, "client: %d of %d replies, none for 5 s\n", got, n);
 			return -1;
-		buf += n;
-		len -= n;
+		}
+		for (i = 0; i < conns; i++) {
+			long len, seq;
+
+			if (!(pfd[i].revents & POLLIN))
+				continue;
+			len = kcm_u_read_msg(fds[i], buf, sizeof(buf));
+			seq = len < 0 ? -1 : kcm_u_msg_check(buf, len);
+			if (seq < 0 || seq >= n || seen[seq]++)
+				bad++;
+			got++;
+		}
 	}
-	return 0;
+	printf("client: %d replies over %d connections, %d bad\n", got, conns, bad);
+	return bad ? -1 : 0;
 }
 
-/* Reads one framed message from a plain TCP socket; returns its size. */
-static inline ssize_t ex_read_msg(int fd, char *buf, size_t cap)
+/*
+ * The client (plain TCP, a process of its own): @requests requests of
+ * EX_REQ_SIZE() round robin over @conns connections to @sin, 5 per
+ * write; then it checks that each got exactly one reply, runs @kcmstat
+ * (if not NULL), sends @stops EX_STOP requests and waits for the server
+ * to close the connections.  Exits 0 when every reply came.
+ */
+static inline void __attribute__((noreturn))
+ex_client(const struct sockaddr_in *sin, int conns, int requests, int stops,
+	  const char *kcmstat)
 {
-	uint32_t hdr;
+	static char buf[5 * EX_REQ_MAX];
+	int fds[EX_MAX_CONNS], i, k;
 
-	if (ex_read_full(fd, buf, EX_HDR))
-		return -1;
-	memcpy(&hdr, buf, EX_HDR);
-	hdr = ntohl(hdr);
-	if (hdr > cap - EX_HDR || ex_read_full(fd, buf + EX_HDR, hdr))
-		return -1;
-	return EX_HDR + hdr;
+	alarm(60);
+	for (i = 0; i < conns; i++)
+		fds[i] = ex_connect(sin);
+	for (i = 0; i < requests; i += 5) {
+		size_t len = 0;
+
+		for (k = i; k < i + 5 && k < requests; k++)
+			len += kcm_u_msg_build(buf + len, EX_REQ_SIZE(k), k);
+		if (kcm_u_write_all(fds[(i / 5) % conns], buf, len))
+			ex_die("client: write");
+	}
+	if (ex_client_replies(fds, conns, requests))
+		exit(1);
+	if (kcmstat) {
+		fflush(stdout);
+		if (system(kcmstat) != 0)
+			fprintf(stderr, "client: %s failed\n", kcmstat);
+	}
+	for (i = 0; i < stops; i++)
+		if (kcm_u_write_all(fds[0], buf,
+				    kcm_u_msg_build(buf, 4, EX_STOP)))
+			ex_die("client: write stop");
+	for (i = 0; i < conns; i++)
+		while (read(fds[i], buf, sizeof(buf)) > 0)
+			;
+	exit(0);
 }
 
 #endif /* KCM_EXAMPLE_H */

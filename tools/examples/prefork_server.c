@@ -9,9 +9,10 @@
  * answers each with a small reply that KCM writes whole to one of the
  * connections.  No worker frames, locks or reassembles anything.
  *
- * The client (forked here, plain TCP) sends REQUESTS requests of varying
- * sizes over CONNS connections, several per write, and checks that every
- * request gets exactly one reply.  Then it stops the workers.  The server
+ * The client (forked here, plain TCP: ex_client() of kcm_example.h, which
+ * uring_server shares) sends REQUESTS requests of varying sizes over
+ * CONNS connections, several per write, and checks that every request
+ * gets exactly one reply.  Then it stops the workers.  The server
  * checks that the workers together received every request and byte.
  *
  *   prefork_server [-w WORKERS] [-c CONNS] [-n REQUESTS] [-k KCMSTAT]
@@ -19,16 +20,12 @@
  * -k: run that kcmstat while the mux is busy (make run shows it).
  * Exit status 0 when every check held.
  */
-#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 
 #include "kcm_example.h"
 
 #define MAX_WORKERS	64
-#define MAX_CONNS	64
-#define STOP		0xffffffffu
-#define REQ_SIZE(seq)	(8 + ((seq) * 37) % 400)	/* payload bytes */
 
 /* What a worker tells the server when it stops. */
 struct report {
@@ -41,98 +38,22 @@ struct report {
 static int workers = 4, conns = 3, requests = 300;
 static const char *kcmstat;
 
-/* The message that tells the worker that gets it to stop. */
-static void send_stop(int fd)
-{
-	char buf[16];
-
-	if (ex_write_all(fd, buf, ex_msg_build(buf, STOP, 4)))
-		ex_die("client: write stop");
-}
-
-/* Reads replies from all connections until @n arrived; 0 if all good. */
-static int client_replies(const int *fds, int n)
-{
-	static unsigned char seen[1 << 16];
-	struct pollfd pfd[MAX_CONNS];
-	int got = 0, bad = 0, i;
-	char buf[64];
-
-	for (i = 0; i < conns; i++)
-		pfd[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
-	while (got < n) {
-		if (poll(pfd, conns, 5000) <= 0) {
-			fprintf(stderr, "client: %d of %d replies, none for 5 s\n", got, n);
-			return -1;
-		}
-		for (i = 0; i < conns; i++) {
-			ssize_t len;
-			long seq;
-
-			if (!(pfd[i].revents & POLLIN))
-				continue;
-			len = ex_read_msg(fds[i], buf, sizeof(buf));
-			seq = len < 0 ? -1 : ex_msg_check(buf, len);
-			if (seq < 0 || seq >= n || seen[seq]++)
-				bad++;
-			got++;
-		}
-	}
-	printf("client: %d replies over %d connections, %d bad\n", got, conns, bad);
-	return bad ? -1 : 0;
-}
-
-/* The client: requests round robin over the connections, 5 per write. */
-static void run_client(const struct sockaddr_in *sin)
-{
-	static char buf[5 * (EX_HDR + 512)];
-	int fds[MAX_CONNS], i, k, rc;
-
-	alarm(60);
-	for (i = 0; i < conns; i++)
-		fds[i] = ex_connect(sin);
-	for (i = 0; i < requests; i += 5) {
-		size_t len = 0;
-
-		for (k = i; k < i + 5 && k < requests; k++)
-			len += ex_msg_build(buf + len, k, REQ_SIZE(k));
-		if (ex_write_all(fds[(i / 5) % conns], buf, len))
-			ex_die("client: write");
-	}
-	rc = client_replies(fds, requests);
-	if (rc)
-		exit(1);
-	if (kcmstat) {
-		fflush(stdout);
-		if (system(kcmstat) != 0)
-			fprintf(stderr, "client: %s failed\n", kcmstat);
-	}
-	/* One stop per worker: a stopped worker leaves the turn. */
-	for (i = 0; i < workers; i++)
-		send_stop(fds[0]);
-	/* The server closes everything when the last worker is gone. */
-	for (i = 0; i < conns; i++)
-		while (read(fds[i], buf, sizeof(buf)) > 0)
-			;
-	exit(0);
-}
-
 /* A worker: whole requests in, one reply each, until told to stop. */
 static void run_worker(int id, int fd, int report_fd)
 {
-	static char buf[EX_HDR + 1024];
+	static char buf[KCM_U_HDR + 1024];
 	struct report r = { .worker = id };
 	char reply[32];
 
 	alarm(60);
 	for (;;) {
 		ssize_t n = recv(fd, buf, sizeof(buf), 0);
-		long seq = n > 0 ? ex_msg_check(buf, n) : -1;
+		long seq = n > 0 ? kcm_u_msg_check(buf, n) : -1;
 		size_t len;
 
 		if (n <= 0)
 			ex_die("worker: recv");
-		if (seq == STOP)
+		if (seq == EX_STOP)
 			break;
 		if (seq < 0) {
 			r.bad++;
@@ -140,7 +61,7 @@ static void run_worker(int id, int fd, int report_fd)
 		}
 		r.requests++;
 		r.bytes += n;
-		len = ex_msg_build(reply, seq, 8);
+		len = kcm_u_msg_build(reply, EX_REPLY_PLEN, seq);
 		if (send(fd, reply, len, 0) != (ssize_t)len)
 			ex_die("worker: send");
 	}
@@ -174,7 +95,7 @@ static void parse_args(int argc, char **argv)
 		}
 	}
 	if (workers < 1 || workers > MAX_WORKERS || conns < 1 ||
-	    conns > MAX_CONNS || requests < 1 || requests > 65535) {
+	    conns > EX_MAX_CONNS || requests < 1 || requests > 65535) {
 		fprintf(stderr, "prefork_server: 1..%d workers and connections",
 			MAX_WORKERS);
 		fprintf(stderr, ", 1..65535 requests\n");
@@ -185,12 +106,11 @@ static void parse_args(int argc, char **argv)
 /* Sums the workers' reports; returns 0 when they add up. */
 static int collect(int report_fd)
 {
-	long total = 0, bytes = 0, want_bytes = 0, bad = 0;
+	long total = 0, bytes = 0, want_bytes = ex_request_bytes(requests);
 	struct report r;
+	long bad = 0;
 	int i;
 
-	for (i = 0; i < requests; i++)
-		want_bytes += EX_HDR + REQ_SIZE(i);
 	for (i = 0; i < workers; i++) {
 		if (read(report_fd, &r, sizeof(r)) != sizeof(r))
 			ex_die("server: worker report");
@@ -207,7 +127,7 @@ static int collect(int report_fd)
 
 int main(int argc, char **argv)
 {
-	int kcm[MAX_WORKERS], pipefd[2], lfd, prog, i, j, status, rc;
+	int kcm[MAX_WORKERS], pipefd[2], lfd, i, j, status, rc;
 	struct sockaddr_in sin;
 	pid_t client, pids[MAX_WORKERS];
 
@@ -218,7 +138,7 @@ int main(int argc, char **argv)
 	if (kcm[0] < 0)
 		ex_die("socket(AF_KCM)");
 	for (i = 1; i < workers; i++) {
-		kcm[i] = ex_clone(kcm[0]);
+		kcm[i] = kcm_u_clone(kcm[0]);
 		if (kcm[i] < 0)
 			ex_die("SIOCKCMCLONE");
 	}
@@ -229,20 +149,10 @@ int main(int argc, char **argv)
 		for (i = 0; i < workers; i++)
 			close(kcm[i]);
 		close(lfd);
-		run_client(&sin);
+		/* one stop per worker: a stopped worker leaves the turn */
+		ex_client(&sin, conns, requests, workers, kcmstat);
 	}
-	prog = ex_parser_raw();
-	if (prog < 0)
-		ex_die("bpf(BPF_PROG_LOAD)");
-	for (i = 0; i < conns; i++) {
-		int tcp = accept(lfd, NULL, NULL);
-
-		if (tcp < 0 || ex_attach(kcm[0], tcp, prog))
-			ex_die("SIOCKCMATTACH");
-		close(tcp);	/* the mux holds the connection now */
-	}
-	close(prog);
-	close(lfd);
+	ex_accept_attach(kcm[0], lfd, conns);
 	printf("server: mux with %d KCM sockets and %d connections\n", workers, conns);
 
 	if (pipe(pipefd))

@@ -9,11 +9,12 @@
  * small reply, which KCM writes whole to one of the connections, and
  * posts that receive slot again.  No poll loop, no framing, one thread.
  *
- * The client (forked here, plain TCP) sends REQUESTS requests of varying
- * sizes over CONNS connections, several per write, checks that every
- * request gets exactly one reply, then sends one STOP request.  The
- * server cancels its receives still in flight (each completes with
- * -ECANCELED) and checks that it received every request and byte.
+ * The client (forked here, plain TCP: ex_client() of kcm_example.h, which
+ * prefork_server shares) sends REQUESTS requests of varying sizes over
+ * CONNS connections, several per write, checks that every request gets
+ * exactly one reply, then sends one STOP request.  The server cancels
+ * its receives still in flight (each completes with -ECANCELED) and
+ * checks that it received every request and byte.
  *
  *   uring_server [-q QUEUE] [-c CONNS] [-n REQUESTS]
  *
@@ -21,88 +22,23 @@
  * when every check held.
  */
 #include <liburing.h>
-#include <poll.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "kcm_example.h"
 
 #define MAX_QUEUE	256
-#define MAX_CONNS	64
-#define STOP		0xffffffffu
-#define REQ_SIZE(seq)	(8 + ((seq) * 37) % 400)	/* payload bytes */
-#define REQ_MAX		(EX_HDR + 512)
-#define REPLY_SIZE	(EX_HDR + 8)
+#define REPLY_SIZE	(KCM_U_HDR + EX_REPLY_PLEN)
 #define SEND_TAG	(1ULL << 32)	/* user_data of a send: tag | slot */
 #define CANCEL_TAG	(2ULL << 32)
 
 static int queue = 16, conns = 3, requests = 1000;
 
-/* Reads replies from all connections until @n arrived; 0 if all good. */
-static int client_replies(const int *fds, int n)
-{
-	static unsigned char seen[1 << 16];
-	struct pollfd pfd[MAX_CONNS];
-	int got = 0, bad = 0, i;
-	char buf[64];
-
-	for (i = 0; i < conns; i++)
-		pfd[i] = (struct pollfd){ .fd = fds[i], .events = POLLIN };
-	while (got < n) {
-		if (poll(pfd, conns, 5000) <= 0) {
-			fprintf(stderr, "client: %d of %d replies, none for 5 s\n", got, n);
-			return -1;
-		}
-		for (i = 0; i < conns; i++) {
-			ssize_t len;
-			long seq;
-
-			if (!(pfd[i].revents & POLLIN))
-				continue;
-			len = ex_read_msg(fds[i], buf, sizeof(buf));
-			seq = len < 0 ? -1 : ex_msg_check(buf, len);
-			if (seq < 0 || seq >= n || seen[seq]++)
-				bad++;
-			got++;
-		}
-	}
-	printf("client: %d replies over %d connections, %d bad\n", got, conns, bad);
-	return bad ? -1 : 0;
-}
-
-/* The client: requests round robin over the connections, 5 per write. */
-static void run_client(const struct sockaddr_in *sin)
-{
-	static char buf[5 * REQ_MAX];
-	int fds[MAX_CONNS], i, k;
-
-	alarm(60);
-	for (i = 0; i < conns; i++)
-		fds[i] = ex_connect(sin);
-	for (i = 0; i < requests; i += 5) {
-		size_t len = 0;
-
-		for (k = i; k < i + 5 && k < requests; k++)
-			len += ex_msg_build(buf + len, k, REQ_SIZE(k));
-		if (ex_write_all(fds[(i / 5) % conns], buf, len))
-			ex_die("client: write");
-	}
-	if (client_replies(fds, requests))
-		exit(1);
-	if (ex_write_all(fds[0], buf, ex_msg_build(buf, STOP, 4)))
-		ex_die("client: write stop");
-	/* The server closes the connections when it is done. */
-	for (i = 0; i < conns; i++)
-		while (read(fds[i], buf, sizeof(buf)) > 0)
-			;
-	exit(0);
-}
-
 /* The server's ring, its buffers and what it counted. */
 struct server {
 	struct io_uring ring;
 	int kcm;
-	char req[MAX_QUEUE][REQ_MAX];	/* one receive buffer per slot */
+	char req[MAX_QUEUE][EX_REQ_MAX];	/* one receive buffer per slot */
 	char reply[MAX_QUEUE][REPLY_SIZE];
 	long requests, bytes, bad, replies, cancelled, in_flight;
 	int stopping;
@@ -126,7 +62,7 @@ static void post_recv(struct server *s, int i)
 {
 	struct io_uring_sqe *sqe = get_sqe(s);
 
-	io_uring_prep_recv(sqe, s->kcm, s->req[i], REQ_MAX, 0);
+	io_uring_prep_recv(sqe, s->kcm, s->req[i], EX_REQ_MAX, 0);
 	io_uring_sqe_set_data64(sqe, i);
 	s->in_flight++;
 }
@@ -135,7 +71,7 @@ static void post_recv(struct server *s, int i)
 static void post_reply(struct server *s, int i, uint32_t seq)
 {
 	struct io_uring_sqe *sqe = get_sqe(s);
-	size_t len = ex_msg_build(s->reply[i], seq, 8);
+	size_t len = kcm_u_msg_build(s->reply[i], EX_REPLY_PLEN, seq);
 
 	io_uring_prep_send(sqe, s->kcm, s->reply[i], len, 0);
 	io_uring_sqe_set_data64(sqe, SEND_TAG | i);
@@ -165,8 +101,8 @@ static void on_recv(struct server *s, int i, int res)
 		errno = -res;
 		ex_die("server: recv");
 	}
-	seq = ex_msg_check(s->req[i], res);
-	if (seq == STOP) {
+	seq = kcm_u_msg_check(s->req[i], res);
+	if (seq == EX_STOP) {
 		cancel_recvs(s);
 		return;
 	}
@@ -239,10 +175,10 @@ static void parse_args(int argc, char **argv)
 			exit(2);
 		}
 	}
-	if (queue < 1 || queue > MAX_QUEUE || conns < 1 || conns > MAX_CONNS ||
+	if (queue < 1 || queue > MAX_QUEUE || conns < 1 || conns > EX_MAX_CONNS ||
 	    requests < 1 || requests > 65535) {
 		fprintf(stderr, "uring_server: 1..%d receives, 1..%d connections",
-			MAX_QUEUE, MAX_CONNS);
+			MAX_QUEUE, EX_MAX_CONNS);
 		fprintf(stderr, ", 1..65535 requests\n");
 		exit(2);
 	}
@@ -272,9 +208,9 @@ static void need_uring(void)
 int main(int argc, char **argv)
 {
 	static struct server s;
-	long want_bytes = 0;
+	long want_bytes = ex_request_bytes(requests);
 	struct sockaddr_in sin;
-	int lfd, prog, i, status, rc;
+	int lfd, status, rc;
 	pid_t client;
 
 	parse_args(argc, argv);
@@ -289,27 +225,14 @@ int main(int argc, char **argv)
 	if (client == 0) {
 		close(s.kcm);	/* else the client would keep the mux alive */
 		close(lfd);
-		run_client(&sin);
+		ex_client(&sin, conns, requests, 1, NULL);
 	}
-	prog = ex_parser_raw();
-	if (prog < 0)
-		ex_die("bpf(BPF_PROG_LOAD)");
-	for (i = 0; i < conns; i++) {
-		int tcp = accept(lfd, NULL, NULL);
-
-		if (tcp < 0 || ex_attach(s.kcm, tcp, prog))
-			ex_die("SIOCKCMATTACH");
-		close(tcp);	/* the mux holds the connection now */
-	}
-	close(prog);
-	close(lfd);
+	ex_accept_attach(s.kcm, lfd, conns);
 	printf("server: one KCM socket, %d connections, %d receives in flight\n",
 	       conns, queue);
 
 	serve(&s);
 	close(s.kcm);	/* the mux goes, and with it the connections */
-	for (i = 0; i < requests; i++)
-		want_bytes += EX_HDR + REQ_SIZE(i);
 	printf("server: io_uring received %ld of %d requests, %ld of %ld bytes, ",
 	       s.requests, requests, s.bytes, want_bytes);
 	printf("%ld replies, %ld bad, %ld receives cancelled\n", s.replies,
