@@ -183,6 +183,7 @@ check-debug: deps-check
 		--kver $$(cat $(DEBUG)/kernel.release) --extra-modules '' \
 		--stage tools/testing/vm/debug-run.sh --stage $(DEBUG)/kunit \
 		--run 'sh debug-run.sh $(KCM_TESTS)' --out $(DEBUG)/check \
+		--kselftest "--ksrc $$(cat $(DEBUG)/ksrc) --kbuild $$(cat $(DEBUG)/kbuild)" \
 		--timeout $(DEBUG_TIMEOUT)
 
 lint: deps-check

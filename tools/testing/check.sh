@@ -11,7 +11,7 @@
 #
 #   check.sh --module KO [--module-kind ours|distro|path] [--kver VER] [--kdir DIR]
 #            [--timeout SECS] [--kernel IMG] [--run CMD] [--stage PATH]...
-#            [--extra-modules LIST] [--out DIR] [--vm-only]
+#            [--extra-modules LIST] [--out DIR] [--vm-only] [--kselftest ARGS]
 #
 # --kdir: the headers the module was built with (default
 # /lib/modules/VER/build): the lint gate builds with them too, so that it
@@ -19,7 +19,9 @@
 # --kernel, --extra-modules: passed to vm.sh.  --run: the guest command
 # (selftests/run_tests.sh).  --stage: also copied into the guest's /kcm.
 # --out: where the payload, check.log and vm/ go (.build).  --vm-only: no
-# lint gate, no rig pattern test.  make check-debug uses all of them.
+# lint gate, no rig pattern test, no kselftest build but with --kselftest
+# ARGS (options of kselftest-check.sh: the tree to build it in).  make
+# check-debug uses all of them.
 #
 # "not ok ... # TODO" lines are behaviours where the module under test
 # (the distro's kcm.ko) is recorded to differ from ours: counted as passed
@@ -38,6 +40,7 @@ run=selftests/run_tests.sh
 extra=()
 stage=()
 vm_only=
+kselftest=()
 
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -52,8 +55,10 @@ while [ $# -gt 0 ]; do
 	--stage) stage+=("$2"); shift 2 ;;
 	--out) build=$2; shift 2 ;;
 	--vm-only) vm_only=1; shift ;;
+	--kselftest) read -r -a kselftest <<<"$2"; shift 2 ;;
 	*) echo "usage: $0 --module KO [--module-kind K] [--kver V] [--timeout S] [--kernel IMG]" \
-		"[--run CMD] [--stage PATH]... [--extra-modules LIST] [--out DIR] [--vm-only]" >&2; exit 2 ;;
+		"[--run CMD] [--stage PATH]... [--extra-modules LIST] [--out DIR] [--vm-only]" \
+		"[--kselftest ARGS]" >&2; exit 2 ;;
 	esac
 done
 
@@ -116,15 +121,18 @@ if [ -z "$vm_only" ]; then
 	"$top/tools/testing/vm/test-scan.sh" | tee -a "$log"
 fi
 
-# The suite as a kselftest target in a kernel tree (our module only): built
-# there by lib.mk and installed with run_kselftest.sh, which the guest
-# then runs for kcm_basic after the suite.
-if [ "$kind" = ours ] && [ -z "$vm_only" ] && [ -z "${KCM_SKIP_KSELFTEST:-}" ]; then
+# The suite as a kselftest target in a kernel tree (our module only; with
+# --vm-only when --kselftest names the tree): built there by lib.mk and
+# installed with run_kselftest.sh, which the guest runs for kcm_basic
+# before the suite.
+if [ "$kind" = ours ] && { [ -z "$vm_only" ] || [ "${#kselftest[@]}" != 0 ]; } &&
+   [ -z "${KCM_SKIP_KSELFTEST:-}" ]; then
 	echo "# kselftest: TARGETS=net/kcm in a kernel tree"
-	"$top/tools/testing/kselftest-check.sh" --out "$build/kselftest" | tee -a "$log"
+	"$top/tools/testing/kselftest-check.sh" --out "$build/kselftest" "${kselftest[@]}" |
+		tee -a "$log"
 	if [ -x "$build/kselftest/install/run_kselftest.sh" ]; then
 		cp -a "$build/kselftest/install" "$payload/kselftest"
-		run="$run; st=\$?; kselftest/run_kselftest.sh -t net/kcm:kcm_basic; exit \$st"
+		run="kselftest/run_kselftest.sh -t net/kcm:kcm_basic; $run"
 	fi
 fi
 

@@ -9,6 +9,7 @@
 #   debug-kernel.sh [--out DIR] [--jobs N] [--line 6.1|6.12]
 #
 # Leaves in DIR (default .build/debug): bzImage, kcm.ko, kernel.release,
+# ksrc and kbuild (the paths of the kernel tree and of its O= build),
 # config, kunit/ (any other module built in net/kcm, e.g. a KUnit suite).
 #
 # Cache: ${KCM_CACHE:-~/.cache/kcm}/debug-kernel/KEY/{src,build}, outside
@@ -242,6 +243,9 @@ build_module() {
 	cp -f "$ko" "$out/kcm.ko"
 	cp -f "$bld/.config" "$out/config"
 	echo "$release" >"$out/kernel.release"
+	# Where the tree is: the suite goes there as a kselftest target too
+	echo "$src" >"$out/ksrc"
+	echo "$bld" >"$out/kbuild"
 	echo "$dir" >"$out/cache-dir"
 	for f in "$bld"/net/kcm/*.ko; do
 		[ "$f" = "$ko" ] || cp -f "$f" "$out/kunit/"

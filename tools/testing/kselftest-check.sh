@@ -1,27 +1,36 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# The suite as a kselftest target (make check, host side): a distro
-# linux-source tree (unpacked once into the cache, as make check-debug
-# does) gets the suite by 'make kselftest-tree', builds it with its own
-# lib.mk, installs it with run_kselftest.sh, and runs kcm_uapi_compat
-# there.  The installed copy is left in OUT/install for the VM, where
-# check.sh runs a program of it against the module.  TAP lines "ok - ..."
-# / "not ok - ...".
+# The suite as a kselftest target (host side of make check and make
+# check-debug): a kernel tree gets the suite by 'make kselftest-tree',
+# builds it with its own lib.mk, installs it with run_kselftest.sh, and
+# runs kcm_uapi_compat there.  The installed copy is left in OUT/install
+# for the VM, where check.sh runs a program of it against the module.
+# TAP lines "ok - ..." / "not ok - ...".
 #
-#   kselftest-check.sh --out DIR [--line 6.1|6.12]
+#   kselftest-check.sh --out DIR [--line 6.1|6.12] [--ksrc DIR [--kbuild DIR]]
 #
-# Environment: KCM_KSRC (a kernel source tree to use instead), KCM_CACHE.
+# The tree: --ksrc, else the distro's linux-source-LINE unpacked once into
+# the cache (make check), where make headers and the selftests' own
+# Makefile build it in place.  With --kbuild, the configured O= build of
+# --ksrc (make check-debug's kernel): the kernel's top-level
+# 'make O=DIR kselftest-install TARGETS=net/kcm' does it all.
+#
+# Environment: KCM_KSRC (as --ksrc), KCM_CACHE.
 set -uo pipefail
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
 out=$top/.build/kselftest
 line=6.1
+ksrc=${KCM_KSRC:-}
+kbuild=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--out) out=$2; shift 2 ;;
 	--line) line=$2; shift 2 ;;
-	*) echo "usage: $0 --out DIR [--line 6.1|6.12]" >&2; exit 2 ;;
+	--ksrc) ksrc=$2; shift 2 ;;
+	--kbuild) kbuild=$2; shift 2 ;;
+	*) echo "usage: $0 --out DIR [--line 6.1|6.12] [--ksrc DIR [--kbuild DIR]]" >&2; exit 2 ;;
 	esac
 done
 
@@ -36,7 +45,6 @@ quiet() {
 }
 
 mkdir -p "$out"
-ksrc=${KCM_KSRC:-}
 if [ -z "$ksrc" ]; then
 	tarball=/usr/src/linux-source-$line.tar.xz
 	ksrc=${KCM_CACHE:-${HOME:-/tmp}/.cache/kcm}/kselftest/linux-source-$line
@@ -67,31 +75,45 @@ else
 	not_ok "make kselftest-tree KSRC=$ksrc"
 	exit 1
 fi
-# headers_install rewrites the header (comments, annotations): ours is the
-# one with our extensions.
-if quiet make -C "$ksrc" -j"$(nproc)" headers &&
-   grep -q KCM_RECV_BATCH "$ksrc/usr/include/linux/kcm.h"; then
-	ok "make headers: usr/include/linux/kcm.h is ours (KCM_RECV_BATCH)"
+# The kernel's own way in a configured tree: headers, build and install
+# in one goal, everything under O=.
+if [ -n "$kbuild" ]; then
+	rm -rf "$out/install"
+	if quiet make -C "$ksrc" O="$kbuild" -j"$(nproc)" kselftest-install TARGETS=net/kcm &&
+	   grep -q KCM_RECV_BATCH "$kbuild/usr/include/linux/kcm.h" &&
+	   cp -a "$kbuild/kselftest/kselftest_install" "$out/install"; then
+		ok "make O=... kselftest-install TARGETS=net/kcm in the debug kernel's tree (usr/include/linux/kcm.h ours)"
+	else
+		not_ok "make O=$kbuild kselftest-install TARGETS=net/kcm"
+		exit 1
+	fi
 else
-	not_ok "make headers in $ksrc"
-	exit 1
-fi
+	# headers_install rewrites the header (comments, annotations): ours is the
+	# one with our extensions.
+	if quiet make -C "$ksrc" -j"$(nproc)" headers &&
+	   grep -q KCM_RECV_BATCH "$ksrc/usr/include/linux/kcm.h"; then
+		ok "make headers: usr/include/linux/kcm.h is ours (KCM_RECV_BATCH)"
+	else
+		not_ok "make headers in $ksrc"
+		exit 1
+	fi
 
-# Built in place (the kernel tree's own way, without O=), anew each time.
-rm -rf "$out/install"
-make -C "$sel" TARGETS=net/kcm clean >/dev/null 2>&1
-if quiet make -C "$sel" -j"$(nproc)" TARGETS=net/kcm; then
-	ok "make -C tools/testing/selftests TARGETS=net/kcm builds it through lib.mk"
-else
-	not_ok "make -C tools/testing/selftests TARGETS=net/kcm"
-	exit 1
-fi
-if quiet make -C "$sel" TARGETS=net/kcm INSTALL_PATH="$out/install" install &&
-   [ -x "$out/install/run_kselftest.sh" ]; then
-	ok "make install TARGETS=net/kcm gives run_kselftest.sh and kselftest-list.txt"
-else
-	not_ok "make -C tools/testing/selftests TARGETS=net/kcm install"
-	exit 1
+	# Built in place (the kernel tree's own way, without O=), anew each time.
+	rm -rf "$out/install"
+	make -C "$sel" TARGETS=net/kcm clean >/dev/null 2>&1
+	if quiet make -C "$sel" -j"$(nproc)" TARGETS=net/kcm; then
+		ok "make -C tools/testing/selftests TARGETS=net/kcm builds it through lib.mk"
+	else
+		not_ok "make -C tools/testing/selftests TARGETS=net/kcm"
+		exit 1
+	fi
+	if quiet make -C "$sel" TARGETS=net/kcm INSTALL_PATH="$out/install" install &&
+	   [ -x "$out/install/run_kselftest.sh" ]; then
+		ok "make install TARGETS=net/kcm gives run_kselftest.sh and kselftest-list.txt"
+	else
+		not_ok "make -C tools/testing/selftests TARGETS=net/kcm install"
+		exit 1
+	fi
 fi
 
 # One list: the runner's list is the standalone one, renamed.

@@ -46,5 +46,8 @@ for old in "$dst"/*.[ch] "$dst"/*.sh; do
 done
 
 cp "${files[@]}" "$dst/"
-install -m 0644 "$top/include/uapi/linux/kcm.h" "$ksrc/include/uapi/linux/kcm.h"
+# Left alone when it is ours already: a kernel built there would rebuild
+# what includes it.
+cmp -s "$top/include/uapi/linux/kcm.h" "$ksrc/include/uapi/linux/kcm.h" ||
+	install -m 0644 "$top/include/uapi/linux/kcm.h" "$ksrc/include/uapi/linux/kcm.h"
 echo "kselftest-tree: ${#files[@]} files in ${dst#"$ksrc"/}, include/uapi/linux/kcm.h is this tree's"
