@@ -49,9 +49,21 @@ static int faults_setup(const char *attr, int percent)
 	return write_str(path, val);
 }
 
+/*
+ * Turning faults off opens and writes a file, which may itself meet an
+ * injected failure: it is retried until it takes, or the rest of the test
+ * (its checks of /proc included) would run with faults still on.
+ */
 static void faults_on(int on)
 {
-	write_str("/proc/thread-self/make-it-fail", on ? "1" : "0");
+	int i;
+
+	for (i = 0; i < 1000; i++)
+		if (!write_str("/proc/thread-self/make-it-fail", on ? "1" : "0") ||
+		    on)
+			return;
+	TH_LOG("could not turn fault injection off");
+	ASSERT_TRUE(0);
 }
 
 static int clean_errno(int e)
