@@ -12,7 +12,8 @@
 #   make profile    perf inside the VM during one kcmperf workload;
 #                   PROFILE_ARGS=... are options of tools/testing/profile.sh
 #   make check-debug the selftests on a KASAN/lockdep/kmemleak kernel built
-#                   from linux-source-6.1 with our net/kcm (cached build)
+#                   from linux-source-6.1 with our net/kcm (cached build;
+#                   DEBUG_LINE=6.12 or 6.12-rt: from linux-source-6.12)
 #   make debug-kernel  only build (or reuse) that kernel and its kcm.ko
 #   make lint       checkpatch --strict, W=1, sparse, kernel-doc, shellcheck
 #   make install    kcm.ko into /lib/modules/KVER/updates/ (INSTALL_MOD_PATH
@@ -48,7 +49,8 @@ KCM_MODULE ?= ours
 BUILD := $(CURDIR)/.build
 VM := tools/testing/vm/vm.sh
 TIMEOUT ?= 900
-# DEBUG_LINE=6.12: the debug kernel from linux-source-6.12
+# DEBUG_LINE=6.12: the debug kernel from linux-source-6.12; 6.12-rt: the same
+# with PREEMPT_RT
 DEBUG_LINE ?= 6.1
 DEBUG := $(BUILD)/debug$(if $(filter-out 6.1,$(DEBUG_LINE)),-$(DEBUG_LINE))
 DEBUG_TIMEOUT ?= 1500
@@ -167,7 +169,8 @@ profile-on:
 	tools/testing/profile.sh --kver $(KVER) --module $(GUEST_KO) $(PROFILE_ARGS)
 
 # The kernel build is cached outside the repo (tools/testing/debug-kernel.sh).
-# DEBUG_LINE=6.12: built from linux-source-6.12 instead of 6.1.
+# DEBUG_LINE=6.12: built from linux-source-6.12 instead of 6.1; 6.12-rt: with
+# PREEMPT_RT as well.
 debug-kernel: deps-check
 	tools/testing/debug-kernel.sh --out $(DEBUG) --line $(DEBUG_LINE)
 

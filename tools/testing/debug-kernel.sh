@@ -2,11 +2,12 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Build (or reuse) the debug kernel of 'make check-debug': the distro's
-# linux-source-6.1 (or --line 6.12: linux-source-6.12) with net/kcm replaced by this tree, KASAN, lockdep,
+# linux-source-6.1 (--line 6.12: linux-source-6.12; --line 6.12-rt: the same
+# with CONFIG_PREEMPT_RT) with net/kcm replaced by this tree, KASAN, lockdep,
 # kmemleak and friends (tools/testing/debug-kernel.config), and our kcm.ko
 # built in the kernel tree as net/kcm/kcm.ko.
 #
-#   debug-kernel.sh [--out DIR] [--jobs N] [--line 6.1|6.12]
+#   debug-kernel.sh [--out DIR] [--jobs N] [--line 6.1|6.12|6.12-rt]
 #
 # Leaves in DIR (default .build/debug): bzImage, kcm.ko, kernel.release,
 # ksrc and kbuild (the paths of the kernel tree and of its O= build),
@@ -21,8 +22,8 @@
 # sources into src/net/kcm and src/include (only files whose content
 # changed); if our Kconfig changed it reconfigures and lets make rebuild
 # what depends on it (a minute or two), and it always runs 'make modules',
-# which rebuilds just what changed (seconds).  The KCM_DEBUG_KEEP (2) most
-# recently used kernels are kept.
+# which rebuilds just what changed (seconds).  The KCM_DEBUG_KEEP (3) most
+# recently used kernels are kept (one per line).
 #
 # Environment: KCM_CACHE, KCM_JOBS (nproc + 1), KCM_DEBUG_KEEP,
 #   KCM_LINUX_SOURCE (/usr/src/linux-source-LINE.tar.xz).
@@ -35,7 +36,7 @@ line=6.1
 cache=${KCM_CACHE:-${HOME:-/tmp}/.cache/kcm}/debug-kernel
 out=$top/.build/debug
 jobs=${KCM_JOBS:-$(($(nproc) + 1))}
-keep=${KCM_DEBUG_KEEP:-2}
+keep=${KCM_DEBUG_KEEP:-3}
 PATH=$PATH:/sbin:/usr/sbin
 
 while [ $# -gt 0 ]; do
@@ -43,16 +44,30 @@ while [ $# -gt 0 ]; do
 	--out) out=$2; shift 2 ;;
 	--jobs) jobs=$2; shift 2 ;;
 	--line) line=$2; shift 2 ;;
-	*) echo "usage: $0 [--out DIR] [--jobs N] [--line 6.1|6.12]" >&2; exit 2 ;;
+	*) echo "usage: $0 [--out DIR] [--jobs N] [--line 6.1|6.12|6.12-rt]" >&2; exit 2 ;;
 	esac
 done
-pkg=linux-source-$line
+case $line in
+6.1 | 6.12 | 6.12-rt) ;;
+*) echo "$0: --line is 6.1, 6.12 or 6.12-rt, not '$line'" >&2; exit 2 ;;
+esac
+# 6.12-rt: linux-source-6.12 built with CONFIG_PREEMPT_RT
+base=${line%-rt}
+pkg=linux-source-$base
 tarball=${KCM_LINUX_SOURCE:-/usr/src/$pkg.tar.xz}
-# A kernel line may need more: debug-kernel-LINE.config joins the fragment.
-if [ -f "$top/tools/testing/debug-kernel-$line.config" ]; then
+# A kernel line may need more: debug-kernel-BASE.config, then
+# debug-kernel-LINE.config (the flavour's own) join the fragment.
+extras=()
+for f in "debug-kernel-$base.config" "debug-kernel-$line.config"; do
+	f=$top/tools/testing/$f
+	[ -f "$f" ] || continue
+	[ "${#extras[@]}" -gt 0 ] && [ "${extras[-1]}" = "$f" ] && continue
+	extras+=("$f")
+done
+if [ "${#extras[@]}" -gt 0 ]; then
 	joined=$(mktemp)
 	trap 'rm -f "$joined"' EXIT
-	cat "$fragment" "$top/tools/testing/debug-kernel-$line.config" >"$joined"
+	cat "$fragment" "${extras[@]}" >"$joined"
 	fragment=$joined
 fi
 
