@@ -102,10 +102,7 @@ static struct kcm_psock *kcm_psock_alloc(struct kcm_mux *mux,
 	if (!psock)
 		return NULL;
 
-	if (kcm_psock_rx_init(psock)) {
-		kfree(psock);
-		return NULL;
-	}
+	kcm_psock_rx_init(psock);
 	psock->mux = mux;
 	psock->sk = csock->sk;
 	psock->file = csock->file;
@@ -198,8 +195,13 @@ static int kcm_psock_attach(struct kcm_mux *mux, struct socket *csock,
 	}
 	if (!err) {
 		kcm_mux_add_psock(mux, psock);
-		/* Frame what arrived before the callback was ours. */
-		kcm_psock_rx_kick(psock);
+		/*
+		 * Frame what arrived before the callback was ours.  What
+		 * arrives from now on calls it (from the backlog too, when
+		 * we release the socket), so an empty queue needs no work.
+		 */
+		if (!skb_queue_empty(&csk->sk_receive_queue))
+			kcm_psock_rx_kick(psock);
 	}
 	release_sock(csk);
 	/* From here on an unattach may free the psock. */

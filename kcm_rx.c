@@ -718,6 +718,26 @@ static struct sk_buff *kcm_rx_buf_alloc(unsigned int size, gfp_t gfp)
 }
 
 /*
+ * A psock gets its framing buffer with its first bytes, not when it is
+ * attached: an idle connection costs no 16 KB of zeroed pages, and
+ * attaching one no time to clear them.
+ *
+ * Context: TCP socket lock held.
+ * Return: 0, or -ENOMEM to be retried.
+ */
+static int kcm_rx_buf_get(struct kcm_psock *psock)
+{
+	if (likely(psock->rx_skb))
+		return 0;
+	psock->rx_skb = kcm_rx_buf_alloc(KCM_RX_BUF,
+					 psock->rx_gfp | __GFP_NOWARN);
+	if (psock->rx_skb)
+		return 0;
+	kcm_stat_add(&psock->stats.rx_mem_fail, 1);
+	return -ENOMEM;
+}
+
+/*
  * May the framing buffer's bytes before its data be overwritten?  Only
  * when no pack references them any more.
  *
@@ -1359,6 +1379,10 @@ static void kcm_rx_read(struct kcm_psock *psock, gfp_t gfp)
 		return;
 
 	psock->rx_gfp = gfp;
+	if (kcm_rx_buf_get(psock)) {
+		kcm_rx_read_done(psock, -ENOMEM);
+		return;
+	}
 	/* Bytes left over from a pause or a failed allocation come first. */
 	err = kcm_rx_frame(psock);
 	if (!err) {
@@ -1447,19 +1471,15 @@ void kcm_psock_rx_kick(struct kcm_psock *psock)
  * kcm_psock_rx_init() - set up the receive side of a new psock
  * @psock: a psock not attached yet
  *
- * Context: process context, may sleep.
- * Return: 0 or -ENOMEM.
+ * Its framing buffer comes with its first bytes (kcm_rx_buf_get()).
+ *
+ * Context: any.
  */
-int kcm_psock_rx_init(struct kcm_psock *psock)
+void kcm_psock_rx_init(struct kcm_psock *psock)
 {
-	psock->rx_skb = kcm_rx_buf_alloc(KCM_RX_BUF, GFP_KERNEL);
-	if (!psock->rx_skb)
-		return -ENOMEM;
-
 	__skb_queue_head_init(&psock->rx_batch);
 	INIT_DELAYED_WORK(&psock->rx_work, kcm_rx_work);
 	INIT_DELAYED_WORK(&psock->rx_timer_work, kcm_rx_timer_work);
-	return 0;
 }
 
 /**

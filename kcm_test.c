@@ -54,11 +54,13 @@ static struct kcm_kt *kcm_kt_setup(struct kunit *test,
 	KUNIT_ASSERT_NOT_NULL(test, kt->mux);
 	kt->psock = kzalloc(sizeof(*kt->psock), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, kt->psock);
-	KUNIT_ASSERT_EQ(test, kcm_psock_rx_init(kt->psock), 0);
+	kcm_psock_rx_init(kt->psock);
 	kt->psock->mux = kt->mux;
 	kt->psock->sk = kt->tcp->sk;
 	kt->psock->prog = kt->prog;
 	kt->psock->rx_gfp = GFP_KERNEL;
+	/* What kcm_rx_read() does before its first bytes. */
+	KUNIT_ASSERT_EQ(test, kcm_rx_buf_get(kt->psock), 0);
 	return kt;
 }
 
@@ -247,6 +249,28 @@ static void kcm_kt_bytewise_and_coalesced(struct kunit *test)
 	 */
 	KUNIT_EXPECT_EQ(test, kt->psock->stats.rx_need_more, 6);
 	kcm_kt_teardown(kt);
+}
+
+/* A psock has no framing buffer until its first bytes are read. */
+static void kcm_kt_buffer_on_first_bytes(struct kunit *test)
+{
+	struct kcm_psock *psock = kunit_kzalloc(test, sizeof(*psock),
+						GFP_KERNEL);
+	struct sk_buff *buf;
+
+	KUNIT_ASSERT_NOT_NULL(test, psock);
+	kcm_psock_rx_init(psock);
+	KUNIT_EXPECT_PTR_EQ(test, psock->rx_skb, NULL);
+	psock->rx_gfp = GFP_KERNEL;
+	KUNIT_ASSERT_EQ(test, kcm_rx_buf_get(psock), 0);
+	buf = psock->rx_skb;
+	KUNIT_ASSERT_NOT_NULL(test, buf);
+	KUNIT_EXPECT_EQ(test, buf->len, 0);
+	KUNIT_EXPECT_GE(test, skb_tailroom(buf), (int)KCM_RX_BUF);
+	/* Later reads keep it. */
+	KUNIT_EXPECT_EQ(test, kcm_rx_buf_get(psock), 0);
+	KUNIT_EXPECT_PTR_EQ(test, psock->rx_skb, buf);
+	kfree_skb(buf);
 }
 
 static void kcm_kt_zero_length_read(struct kunit *test)
@@ -641,6 +665,7 @@ static void kcm_kt_lenfield(struct kunit *test)
 static struct kunit_case kcm_rx_test_cases[] = {
 	KUNIT_CASE(kcm_kt_every_split),
 	KUNIT_CASE(kcm_kt_bytewise_and_coalesced),
+	KUNIT_CASE(kcm_kt_buffer_on_first_bytes),
 	KUNIT_CASE(kcm_kt_zero_length_read),
 	KUNIT_CASE(kcm_kt_length_limits),
 	KUNIT_CASE(kcm_kt_late_length),

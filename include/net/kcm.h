@@ -586,7 +586,7 @@ int kcm_unattach_ioctl(struct kcm_sock *kcm, const struct kcm_unattach *info);
 void kcm_mux_unattach_all(struct kcm_mux *mux);
 
 /* kcm_rx.c: framing, delivery and reading */
-int kcm_psock_rx_init(struct kcm_psock *psock);
+void kcm_psock_rx_init(struct kcm_psock *psock);
 void kcm_psock_data_ready(struct sock *csk);
 void kcm_psock_rx_kick(struct kcm_psock *psock);
 void kcm_psock_rx_flush(struct kcm_psock *psock);
