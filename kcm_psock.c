@@ -297,6 +297,7 @@ static void kcm_psock_unattach(struct kcm_psock *psock)
 
 	cancel_delayed_work_sync(&psock->rx_work);
 	cancel_delayed_work_sync(&psock->rx_timer_work);
+	cancel_delayed_work_sync(&psock->rx_trim_work);
 
 	lock_sock(csk);
 	kcm_psock_rx_flush(psock);

@@ -64,6 +64,12 @@
 /* Initial size of a psock's framing buffer (its pages: 16 KB). */
 #define KCM_RX_BUF		(16 * 1024 - \
 				 SKB_DATA_ALIGN(sizeof(struct skb_shared_info)))
+/* Framing buffers kept for reuse once no pack references them. */
+#define KCM_RX_SPARES		1024
+/* Unreferenced spares counted at most per replacement. */
+#define KCM_RX_SPARES_COUNT	64
+/* How often a psock with spares checks whether it still uses them. */
+#define KCM_RX_TRIM_DELAY	HZ
 /* Messages up to this size are cut from the framing buffer. */
 #define KCM_RX_SMALL		2048
 /* Bytes per skb of a large message, where it is copied. */
@@ -770,31 +776,111 @@ static void kcm_rx_buf_compact(struct kcm_psock *psock)
 	psock->rx_pack_off = 0;
 }
 
+/* Context: TCP socket lock held.  No pack references @buf's bytes. */
+static bool kcm_rx_spare_free(const struct sk_buff *buf)
+{
+	return page_count(virt_to_head_page(buf->head)) == 1;
+}
+
 /*
- * The spare framing buffer, emptied, if it has room for @size bytes and
- * no pack references it any more: readers that keep up let two buffers
- * take turns, with no allocation (and no page zeroing) per buffer.
+ * Unreferenced spares at the head of the list, counted up to
+ * KCM_RX_SPARES_COUNT.
+ *
+ * Context: TCP socket lock held.
+ */
+static unsigned int kcm_rx_spares_free_head(struct kcm_psock *psock)
+{
+	unsigned int n = 0;
+	struct sk_buff *buf;
+
+	skb_queue_walk(&psock->rx_spares, buf) {
+		if (n == KCM_RX_SPARES_COUNT || !kcm_rx_spare_free(buf))
+			break;
+		n++;
+	}
+	return n;
+}
+
+/*
+ * The oldest spare framing buffer, emptied, if no pack references it any
+ * more and it has room for @size bytes.  Packs are read in the order they
+ * were framed, so the oldest spare is the first to be let go: while the
+ * readers are less than KCM_RX_SPARES buffers behind, buffers take turns
+ * with no allocation (and no page zeroing) per buffer.  A free spare too
+ * small for @size (the buffer grew since) is dropped.  How many were
+ * free is remembered for kcm_rx_trim_work().
  *
  * Context: TCP socket lock held.
  */
 static struct sk_buff *kcm_rx_buf_spare(struct kcm_psock *psock,
 					unsigned int size)
 {
-	struct sk_buff *buf = psock->rx_spare;
+	struct sk_buff *buf;
 
-	if (!buf || skb_end_offset(buf) < size ||
-	    page_count(virt_to_head_page(buf->head)) != 1)
-		return NULL;
-	psock->rx_spare = NULL;
-	buf->data = buf->head;
-	buf->len = 0;
-	skb_reset_tail_pointer(buf);
-	return buf;
+	psock->rx_spares_low = min(psock->rx_spares_low,
+				   kcm_rx_spares_free_head(psock));
+	while ((buf = skb_peek(&psock->rx_spares)) && kcm_rx_spare_free(buf)) {
+		__skb_unlink(buf, &psock->rx_spares);
+		if (skb_end_offset(buf) >= size) {
+			buf->data = buf->head;
+			buf->len = 0;
+			skb_reset_tail_pointer(buf);
+			return buf;
+		}
+		consume_skb(buf);
+	}
+	return NULL;
+}
+
+/*
+ * Let go of up to @surplus spares no pack references, always keeping
+ * one of those.
+ *
+ * Context: TCP socket lock held.
+ */
+static void kcm_rx_spares_trim(struct kcm_psock *psock, unsigned int surplus)
+{
+	struct sk_buff *buf, *tmp;
+	bool kept = false;
+
+	skb_queue_walk_safe(&psock->rx_spares, buf, tmp) {
+		if (!surplus)
+			break;
+		if (!kcm_rx_spare_free(buf))
+			continue;
+		if (!kept) {
+			kept = true;
+			continue;
+		}
+		__skb_unlink(buf, &psock->rx_spares);
+		consume_skb(buf);
+		surplus--;
+	}
+}
+
+/*
+ * A psock with more than one spare looks at them every
+ * KCM_RX_TRIM_DELAY (kcm_rx_trim_work()).  If it replaced no buffer
+ * since the last look, the connection is quiet and it keeps one spare
+ * that no pack references.  If it did, each replacement found some
+ * number of unreferenced spares at the head: all but one of the fewest
+ * it found were never needed, and go.  So a busy stream keeps what its
+ * readers' bursts use (a spare let go of now would be a zeroed
+ * allocation a moment later), and spares left over from a burst are let
+ * go of within seconds.
+ *
+ * Context: TCP socket lock held.
+ */
+static void kcm_rx_spares_arm(struct kcm_psock *psock)
+{
+	if (skb_queue_len(&psock->rx_spares) > 1)
+		queue_delayed_work(system_wq, &psock->rx_trim_work,
+				   KCM_RX_TRIM_DELAY);
 }
 
 /*
  * Move the unframed bytes to another framing buffer of at least @size
- * bytes; the old one becomes the spare.
+ * bytes; the old one joins the spares.
  *
  * Context: TCP socket lock held; no message waits to be packed.
  * Return: 0 or -ENOMEM (the old buffer stays).
@@ -811,9 +897,10 @@ static int kcm_rx_buf_replace(struct kcm_psock *psock, unsigned int size)
 		return -ENOMEM;
 	}
 	skb_put_data(buf, old->data, old->len);
+	__skb_queue_tail(&psock->rx_spares, old);
 	/* Packs keep the pages they reference; only ours are let go. */
-	consume_skb(psock->rx_spare);
-	psock->rx_spare = old;
+	if (skb_queue_len(&psock->rx_spares) > KCM_RX_SPARES)
+		consume_skb(__skb_dequeue(&psock->rx_spares));
 	psock->rx_skb = buf;
 	psock->rx_pack_off = 0;
 	psock->rx_buf_shared = false;
@@ -1364,6 +1451,7 @@ static void kcm_rx_read_end(struct kcm_psock *psock, int err)
 	if (kcm_rx_pack_seal(psock) && (!err || err == -EAGAIN))
 		err = -ENOMEM;
 	kcm_rx_flush_batch(psock);
+	kcm_rx_spares_arm(psock);
 	kcm_rx_read_done(psock, err);
 }
 
@@ -1456,6 +1544,30 @@ out:
 	release_sock(csk);
 }
 
+/*
+ * Context: process context (workqueue).  See kcm_rx_spares_arm(); a
+ * stopped psock frames nothing more and trims as a quiet one.
+ */
+static void kcm_rx_trim_work(struct work_struct *work)
+{
+	struct kcm_psock *psock = container_of(to_delayed_work(work),
+					       struct kcm_psock,
+					       rx_trim_work);
+	struct sock *csk = psock->sk;
+	unsigned int low;
+
+	lock_sock(csk);
+	low = psock->rx_spares_low;
+	psock->rx_spares_low = UINT_MAX;
+	/* UINT_MAX: no buffer replaced since the last look. */
+	if (READ_ONCE(psock->rx_stopped))
+		low = UINT_MAX;
+	kcm_rx_spares_trim(psock, low == UINT_MAX ? UINT_MAX :
+			   low ? low - 1 : 0);
+	kcm_rx_spares_arm(psock);
+	release_sock(csk);
+}
+
 /**
  * kcm_psock_rx_kick() - frame in process context soon
  * @psock: a psock that may have bytes to read
@@ -1478,8 +1590,11 @@ void kcm_psock_rx_kick(struct kcm_psock *psock)
 void kcm_psock_rx_init(struct kcm_psock *psock)
 {
 	__skb_queue_head_init(&psock->rx_batch);
+	__skb_queue_head_init(&psock->rx_spares);
+	psock->rx_spares_low = UINT_MAX;
 	INIT_DELAYED_WORK(&psock->rx_work, kcm_rx_work);
 	INIT_DELAYED_WORK(&psock->rx_timer_work, kcm_rx_timer_work);
+	INIT_DELAYED_WORK(&psock->rx_trim_work, kcm_rx_trim_work);
 }
 
 /**
@@ -1492,6 +1607,8 @@ void kcm_psock_rx_init(struct kcm_psock *psock)
  */
 void kcm_psock_rx_flush(struct kcm_psock *psock)
 {
+	struct sk_buff *spare;
+
 	sock_owned_by_me(psock->sk);
 	/* Whole messages are the application's, even now. */
 	psock->rx_gfp = GFP_KERNEL;
@@ -1506,8 +1623,8 @@ void kcm_psock_rx_flush(struct kcm_psock *psock)
 	psock->rx_chunk = NULL;
 	kfree_skb(psock->rx_skb);
 	psock->rx_skb = NULL;
-	consume_skb(psock->rx_spare);
-	psock->rx_spare = NULL;
+	while ((spare = __skb_dequeue(&psock->rx_spares)))
+		consume_skb(spare);
 	psock->rx_timing = false;
 	kcm_frag_cache_drain(&psock->rx_frag);
 }

@@ -71,6 +71,7 @@ static void kcm_kt_teardown(struct kcm_kt *kt)
 	kfree_skb(kt->cur);
 	cancel_delayed_work_sync(&kt->psock->rx_work);
 	cancel_delayed_work_sync(&kt->psock->rx_timer_work);
+	cancel_delayed_work_sync(&kt->psock->rx_trim_work);
 	lock_sock(csk);
 	kcm_psock_rx_flush(kt->psock);
 	release_sock(csk);
@@ -94,9 +95,12 @@ static int kcm_kt_read(struct kcm_kt *kt, struct sk_buff *skb,
 	read_descriptor_t desc = { .arg.data = kt->psock, .count = 1 };
 	int used;
 
+	/* As tcp_read_sock() callers do; rx_trim_work may run meanwhile. */
+	lock_sock(kt->tcp->sk);
 	used = kcm_rx_actor(&desc, skb, off, len);
-	kfree_skb(skb);
 	kcm_rx_read_end(kt->psock, desc.error);
+	release_sock(kt->tcp->sk);
+	kfree_skb(skb);
 	return desc.error ? desc.error : used;
 }
 
@@ -539,10 +543,22 @@ static void kcm_kt_small_message_charge(struct kunit *test)
 	kcm_kt_teardown(kt);
 }
 
+/* Is @buf one of the @n in @set? */
+static bool kcm_kt_buf_in(struct sk_buff *const *set, int n,
+			  const struct sk_buff *buf)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (set[i] == buf)
+			return true;
+	return false;
+}
+
 /*
  * Packs reference the framing buffer: bytes still referenced are never
  * overwritten when the buffer fills (it is replaced), and a buffer no
- * pack references any more is reused from its start, the spare first.
+ * pack references any more is reused from its start, a spare first.
  */
 static void kcm_kt_packs_and_buffer_reuse(struct kunit *test)
 {
@@ -550,7 +566,8 @@ static void kcm_kt_packs_and_buffer_reuse(struct kunit *test)
 					 ARRAY_SIZE(kcm_kt_len4));
 	static size_t lens[1200];
 	size_t n = 0, off, step;
-	struct sk_buff *spare;
+	struct sk_buff *spares[8], *buf;
+	int nspares;
 	bool reused;
 	u8 *stream;
 	int i, round;
@@ -562,23 +579,118 @@ static void kcm_kt_packs_and_buffer_reuse(struct kunit *test)
 		n += lens[i];
 	}
 	for (round = 0; round < 2; round++) {
-		spare = kt->psock->rx_spare;
+		nspares = 0;
+		skb_queue_walk(&kt->psock->rx_spares, buf)
+			if (nspares < ARRAY_SIZE(spares))
+				spares[nspares++] = buf;
 		reused = false;
 		for (off = 0; off < n; off += step) {
 			step = min_t(size_t, n - off, 1000 + round * 3000);
 			KUNIT_ASSERT_EQ(test, kcm_kt_feed(kt, stream + off,
 							  step, off % 5),
 					(int)step);
-			reused |= spare && kt->psock->rx_skb == spare;
+			reused |= kcm_kt_buf_in(spares, nspares,
+						kt->psock->rx_skb);
 		}
 		/* The stream is several buffers long: they were replaced. */
 		KUNIT_EXPECT_GT(test, n, 3 * KCM_RX_BUF);
-		KUNIT_EXPECT_NOT_NULL(test, kt->psock->rx_spare);
+		KUNIT_EXPECT_GT(test, skb_queue_len(&kt->psock->rx_spares), 0);
 		/* The spare nothing referenced any more came back first. */
 		KUNIT_EXPECT_EQ(test, reused, round > 0);
 		kcm_kt_expect(test, kt, stream, lens, 1200);
 		KUNIT_EXPECT_TRUE(test, kcm_rx_buf_private(kt->psock));
 	}
+	kcm_kt_teardown(kt);
+}
+
+/*
+ * Feeds the @n bytes of @stream in skbs of 1000 bytes.  Return: whether
+ * the framing buffer was one of the @nset in @set after any of them.
+ */
+static bool kcm_kt_feed_all(struct kunit *test, struct kcm_kt *kt,
+			    const u8 *stream, size_t n,
+			    struct sk_buff *const *set, int nset)
+{
+	bool seen = false;
+	size_t off, step;
+
+	for (off = 0; off < n; off += step) {
+		step = min_t(size_t, n - off, 1000);
+		KUNIT_EXPECT_EQ(test, kcm_kt_feed(kt, stream + off, step, 0),
+				(int)step);
+		seen |= kcm_kt_buf_in(set, nset, kt->psock->rx_skb);
+	}
+	return seen;
+}
+
+/*
+ * A reader several buffers behind: the buffers the stream filled are
+ * kept as spares, those read are framed into again, oldest first,
+ * instead of new ones being allocated; rx_trim_work lets go of those a
+ * busy stream did not need, and of all but one once it is quiet.
+ */
+static void kcm_kt_spares_reused(struct kunit *test)
+{
+	struct kcm_kt *kt = kcm_kt_setup(test, kcm_kt_len4,
+					 ARRAY_SIZE(kcm_kt_len4));
+	struct sk_buff_head *spares = &kt->psock->rx_spares;
+	struct sk_buff *set[8], *buf;
+	static size_t lens[2400];
+	size_t n = 0, skipped = 0;
+	unsigned int left;
+	int i, nset = 0;
+	u8 *stream;
+
+	stream = kunit_kmalloc(test, 2 * 1200 * 64, GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, stream);
+	for (i = 0; i < 1200; i++) {
+		lens[i] = kcm_kt_msg(stream + n, 20 + i % 41, i);
+		lens[1200 + i] = lens[i];
+		n += lens[i];
+	}
+	memcpy(stream + n, stream, n);
+
+	kcm_kt_feed_all(test, kt, stream, n, set, 0);
+	/* Nothing read yet: every filled buffer is kept, and referenced. */
+	KUNIT_ASSERT_GE(test, skb_queue_len(spares), 3);
+	KUNIT_EXPECT_TRUE(test, delayed_work_pending(&kt->psock->rx_trim_work));
+	KUNIT_ASSERT_LE(test, skb_queue_len(spares), ARRAY_SIZE(set));
+	skb_queue_walk(spares, buf)
+		set[nset++] = buf;
+
+	/* Read the first two buffers' worth (and a bit). */
+	for (i = 0; skipped <= 2 * KCM_RX_BUF; i++) {
+		buf = kcm_kt_next(kt);
+		KUNIT_ASSERT_NOT_NULL(test, buf);
+		KUNIT_ASSERT_EQ(test, kcm_rx_cur_len(buf), lens[i]);
+		skipped += lens[i];
+	}
+	/* Framing the stream again takes a buffer that was read. */
+	KUNIT_EXPECT_TRUE(test, kcm_kt_feed_all(test, kt, stream, n,
+						set, nset));
+	/* No rx_trim_work from here on but the runs below. */
+	cancel_delayed_work_sync(&kt->psock->rx_trim_work);
+	/* The rest of the first stream, then the second, in order. */
+	kcm_kt_expect(test, kt, stream + skipped, lens + i, 2400 - i);
+
+	/* Everything read: every spare is unreferenced. */
+	left = skb_queue_len(spares);
+	KUNIT_ASSERT_GE(test, left, 3);
+	/* Busy, and some replacement found no unreferenced spare: keep. */
+	kt->psock->rx_spares_low = 0;
+	kcm_rx_trim_work(&kt->psock->rx_trim_work.work);
+	KUNIT_EXPECT_EQ(test, skb_queue_len(spares), left);
+	/* Busy, and each found two at least: one was never needed. */
+	cancel_delayed_work_sync(&kt->psock->rx_trim_work);
+	kt->psock->rx_spares_low = 2;
+	kcm_rx_trim_work(&kt->psock->rx_trim_work.work);
+	KUNIT_EXPECT_EQ(test, skb_queue_len(spares), left - 1);
+	/* Quiet (nothing replaced since): one spare stays. */
+	cancel_delayed_work_sync(&kt->psock->rx_trim_work);
+	kcm_rx_trim_work(&kt->psock->rx_trim_work.work);
+	KUNIT_EXPECT_EQ(test, skb_queue_len(spares), 1);
+	KUNIT_EXPECT_FALSE(test,
+			   delayed_work_pending(&kt->psock->rx_trim_work));
 	kcm_kt_teardown(kt);
 }
 
@@ -675,6 +787,7 @@ static struct kunit_case kcm_rx_test_cases[] = {
 	KUNIT_CASE(kcm_kt_timeout),
 	KUNIT_CASE(kcm_kt_small_message_charge),
 	KUNIT_CASE(kcm_kt_packs_and_buffer_reuse),
+	KUNIT_CASE(kcm_kt_spares_reused),
 	KUNIT_CASE(kcm_kt_pick),
 	KUNIT_CASE(kcm_kt_lenfield),
 	{}

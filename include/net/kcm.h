@@ -256,12 +256,15 @@ struct kcm_parser {
  * @rx_pack_lens: their lengths
  * @rx_buf_shared: packs may reference bytes of @rx_skb's head, so they
  *	may not be overwritten: the buffer is replaced rather than compacted
- * @rx_spare: the framing buffer used before @rx_skb, reused once no pack
- *	references it
+ * @rx_spares: framing buffers used before @rx_skb, oldest first (at
+ *	most KCM_RX_SPARES), each reused once no pack references it
+ * @rx_spares_low: the fewest unreferenced spares a replacement found
+ *	since rx_trim_work last ran (UINT_MAX: none was replaced)
  * @rx_frag: where the heads of small messages are carved from
  * @rx_gfp: allocation flags of the current framing context
  * @rx_work: framing in process context
  * @rx_timer_work: assembly timeout
+ * @rx_trim_work: lets go of spares no pack references (kcm_rx.c)
  * @tx_kcm: the KCM socket the psock is reserved to; under @mux->lock
  * @tx_node: entry on @mux->tx_idle; under @mux->lock
  * @tx_direct: KCM sockets waiting for this psock in particular, to send a
@@ -309,11 +312,13 @@ struct kcm_psock {
 	unsigned int rx_pack_n;
 	u16 rx_pack_lens[KCM_RX_PACK_MAX];
 	bool rx_buf_shared;
-	struct sk_buff *rx_spare;
+	struct sk_buff_head rx_spares;
+	unsigned int rx_spares_low;
 	struct page_frag_cache rx_frag;
 	gfp_t rx_gfp;
 	struct delayed_work rx_work;
 	struct delayed_work rx_timer_work;
+	struct delayed_work rx_trim_work;
 
 	struct kcm_sock *tx_kcm;
 	struct list_head tx_node;

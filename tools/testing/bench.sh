@@ -43,7 +43,8 @@
 # offset-0 parser mis-frames there (upstream's framing defect) and its
 # runs would only stall.  Ours runs the documented parser.
 # --distro-module KO --distro-parser ebpf compares ours with another
-# build of ours (an older commit's kcm.ko) in the distro column.
+# build of ours (an older commit's kcm.ko) in the distro column; the
+# rxb rows then run there too.
 #
 # --parsers (default 'cbpf lenfield'; '' for none): in the rx and rr
 # configurations ours also runs with these parsers of our extensions
@@ -234,8 +235,10 @@ run() {
 		# rxu-*: KCM readers use io_uring, 64 receives in flight
 		rxu-*) set -- "$@" -U 64 ;;
 		rxb-*)
-			# batched receive: an extension, ours only
-			[ "$who" = distro ] && return
+			# batched receive: an extension, ours only (and
+			# another build of ours in the distro column)
+			[ "$who" = distro ] && [ "$distro_parser" = distro ] &&
+				return
 			set -- "$@" -G 64
 			;;
 		esac
