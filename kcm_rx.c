@@ -860,7 +860,8 @@ static void kcm_rx_spares_trim(struct kcm_psock *psock, unsigned int surplus)
 
 /*
  * A psock with more than one spare looks at them every
- * KCM_RX_TRIM_DELAY (kcm_rx_trim_work()).  If it replaced no buffer
+ * KCM_RX_TRIM_DELAY (kcm_rx_trim_work(), armed when a buffer joins the
+ * spares and by itself while there are more than one).  If it replaced no buffer
  * since the last look, the connection is quiet and it keeps one spare
  * that no pack references.  If it did, each replacement found some
  * number of unreferenced spares at the head: all but one of the fewest
@@ -901,6 +902,7 @@ static int kcm_rx_buf_replace(struct kcm_psock *psock, unsigned int size)
 	/* Packs keep the pages they reference; only ours are let go. */
 	if (skb_queue_len(&psock->rx_spares) > KCM_RX_SPARES)
 		consume_skb(__skb_dequeue(&psock->rx_spares));
+	kcm_rx_spares_arm(psock);
 	psock->rx_skb = buf;
 	psock->rx_pack_off = 0;
 	psock->rx_buf_shared = false;
@@ -1451,7 +1453,6 @@ static void kcm_rx_read_end(struct kcm_psock *psock, int err)
 	if (kcm_rx_pack_seal(psock) && (!err || err == -EAGAIN))
 		err = -ENOMEM;
 	kcm_rx_flush_batch(psock);
-	kcm_rx_spares_arm(psock);
 	kcm_rx_read_done(psock, err);
 }
 
@@ -1557,13 +1558,10 @@ static void kcm_rx_trim_work(struct work_struct *work)
 	unsigned int low;
 
 	lock_sock(csk);
-	low = psock->rx_spares_low;
+	/* UINT_MAX, no buffer replaced since the last look: no bound. */
+	low = READ_ONCE(psock->rx_stopped) ? UINT_MAX : psock->rx_spares_low;
 	psock->rx_spares_low = UINT_MAX;
-	/* UINT_MAX: no buffer replaced since the last look. */
-	if (READ_ONCE(psock->rx_stopped))
-		low = UINT_MAX;
-	kcm_rx_spares_trim(psock, low == UINT_MAX ? UINT_MAX :
-			   low ? low - 1 : 0);
+	kcm_rx_spares_trim(psock, low ? low - 1 : 0);
 	kcm_rx_spares_arm(psock);
 	release_sock(csk);
 }

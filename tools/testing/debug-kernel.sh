@@ -57,12 +57,12 @@ pkg=linux-source-$base
 tarball=${KCM_LINUX_SOURCE:-/usr/src/$pkg.tar.xz}
 # A kernel line may need more: debug-kernel-BASE.config, then
 # debug-kernel-LINE.config (the flavour's own) join the fragment.
+names=("$base")
+[ "$line" != "$base" ] && names+=("$line")
 extras=()
-for f in "debug-kernel-$base.config" "debug-kernel-$line.config"; do
-	f=$top/tools/testing/$f
-	[ -f "$f" ] || continue
-	[ "${#extras[@]}" -gt 0 ] && [ "${extras[-1]}" = "$f" ] && continue
-	extras+=("$f")
+for name in "${names[@]}"; do
+	f=$top/tools/testing/debug-kernel-$name.config
+	[ -f "$f" ] && extras+=("$f")
 done
 if [ "${#extras[@]}" -gt 0 ]; then
 	joined=$(mktemp)
