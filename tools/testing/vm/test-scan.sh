@@ -3,7 +3,9 @@
 #
 # Unit test of vm.sh's kernel-log scan (no VM needed): each sample line is
 # wrapped in a minimal console log (CRLF, as the serial port writes it) and
-# judged with 'vm.sh --scan-log'.  Prints TAP; exit 0 when all pass.
+# judged with 'vm.sh --scan-log'; oops reports judged with 'vm.sh
+# --emulator-fault'; and tap-count.sh on logs with repeated boots.  Prints
+# TAP; exit 0 when all pass.
 
 set -euo pipefail
 
@@ -47,7 +49,7 @@ EOF
 
 n=0
 fail=0
-echo "1..$(wc -l <<<"$samples")"
+echo "1..$(($(wc -l <<<"$samples") + 9))"
 while IFS='|' read -r want line; do
 	n=$((n + 1))
 	printf '%s\r\n' "[    0.000000] Linux version 6.1.0" "$line" \
@@ -62,4 +64,96 @@ while IFS='|' read -r want line; do
 		fail=$((fail + 1))
 	fi
 done <<<"$samples"
+
+# An oops report: "Oops: $1", its RIP, and a "Code:" line with $2 just
+# before the byte at RIP.
+oops_log() {
+	printf '%s\r\n' "[    0.000000] Linux version 6.12.118" \
+		"[    3.438699] sched_clock: Marking stable (3376143776, 60284115)" \
+		"[    3.441579] Oops: $1 [#1] PREEMPT SMP NOPTI" \
+		"[    3.442285] RIP: 0010:sched_clock_cpu+0x9/0x190" \
+		"[    3.442591] Code: 90 90 f3 0f 1e fa 41 54 55 53 $2 <90> e8 71 ad f0 ff 48 03" \
+		"[    3.442936] Call Trace:" "[    3.445102] Kernel panic - not syncing: Fatal exception"
+}
+
+# want (0 emulator fault, 1 not)|oops|byte before RIP|what
+while IFS='|' read -r want oops byte what; do
+	n=$((n + 1))
+	oops_log "$oops" "$byte" >"$tmp/console.log"
+	rc=0
+	"$here/vm.sh" --emulator-fault "$tmp/console.log" >/dev/null || rc=$?
+	if [[ $rc == "$want" ]]; then
+		echo "ok $n - emulator fault: $what"
+	else
+		echo "not ok $n - emulator fault: $what (exit $rc, want $want)"
+		fail=$((fail + 1))
+	fi
+done <<'EOF2'
+0|int3: 0000|66|a stale int3 (the patched byte is back in memory) is the emulator's
+1|int3: 0000|cc|an int3 still in memory is a real trap
+1|0002|66|any other oops is the kernel's
+EOF2
+
+# tap-count.sh: a boot vm.sh repeated counts once.
+# want|the log, lines split at ";"
+while IFS='|' read -r want what lines; do
+	n=$((n + 1))
+	tr ';' '\n' <<<"$lines" >"$tmp/check.log"
+	got=$("$here/../tap-count.sh" "$tmp/check.log")
+	if [[ $got == "$want" ]]; then
+		echo "ok $n - tap-count: $what"
+	else
+		echo "not ok $n - tap-count: $what (got '$got', want '$want')"
+		fail=$((fail + 1))
+	fi
+done <<'EOF2'
+2 1 1 1|one boot: pass, fail, skip, todo|ok - a;# vm: boot 1;ok 1 b;not ok 2 c;ok 3 d # SKIP e;not ok 4 f # TODO g
+2 0 0 0|a void boot is dropped|ok - a;# vm: boot 1;not ok 1 b;ok 2 c;# vm: boot 2;ok 1 b
+3 0 0 0|each run of vm.sh starts afresh|ok - a;# vm: boot 1;ok 1 b;# vm: boot 1;ok 1 c
+2 0 0 0|two void boots|# vm: boot 1;not ok 1 b;# vm: boot 2;ok 1 b # SKIP x;# vm: boot 3;ok 1 b;ok 2 c
+EOF2
+# vm.sh with a stand-in for qemu whose first boot dies of an emulator
+# fault: booted again, and the void boot's results are not counted; with
+# KCM_VM_REBOOTS=0 the fault is the run's failure.
+cat >"$tmp/qemu" <<EOF2
+#!/bin/bash
+for a; do
+	case \$a in
+	file,id=con,path=*) con=\${a#*path=} ;;
+	file,id=out,path=*) out=\${a#*path=} ;;
+	esac
+done
+boots=\$(cat "$tmp/boots" 2>/dev/null || echo 0)
+echo \$((boots + 1)) >"$tmp/boots"
+if [ "\$boots" = 0 ]; then
+	cp "$tmp/oops.log" "\$con"
+	printf 'ok 1 first\\r\\n' >"\$out"
+else
+	printf 'ok 1 first\\r\\nok 2 second\\r\\nKCM-VM-EXIT=0\\r\\n' >"\$out"
+fi
+EOF2
+chmod +x "$tmp/qemu"
+oops_log "int3: 0000" 66 >"$tmp/oops.log"
+: >"$tmp/vmlinuz"
+for reboots in 2 0; do
+	n=$((n + 1))
+	rm -f "$tmp/boots"
+	rc=0
+	KCM_VM_ACCEL=tcg KCM_VM_QEMU=$tmp/qemu KCM_VM_REBOOTS=$reboots \
+		"$here/vm.sh" --no-module --kernel "$tmp/vmlinuz" --kernel-version none \
+		--extra-modules '' --out "$tmp/vm" --timeout 30 >"$tmp/vm.out" 2>/dev/null || rc=$?
+	got="exit $rc, $(cat "$tmp/boots") boots, counts $("$here/../tap-count.sh" "$tmp/vm.out")"
+	if [[ $reboots == 2 ]]; then
+		want="exit 0, 2 boots, counts 3 0 0 0"
+	else
+		want="exit 2, 1 boots, counts 1 1 0 0"
+	fi
+	if [[ $got == "$want" ]]; then
+		echo "ok $n - vm.sh, KCM_VM_REBOOTS=$reboots, first boot killed by the emulator: $got"
+	else
+		echo "not ok $n - vm.sh, KCM_VM_REBOOTS=$reboots, first boot killed by the emulator: $got, want $want"
+		sed 's/^/# /' "$tmp/vm.out"
+		fail=$((fail + 1))
+	fi
+done
 ((fail == 0))

@@ -29,6 +29,11 @@
 #   KCM_VM_SMP     guest CPUs (2)
 #   KCM_VM_QEMU    qemu binary (qemu-system-x86_64)
 #   KCM_VM_BUSYBOX static busybox to put in the initramfs (/bin/busybox)
+#   KCM_VM_REBOOTS under TCG, how many times a guest killed by an emulator
+#                  fault (see emulator_fault) is booted again (2)
+#
+# Each boot's output starts with a line "# vm: boot N"; a count of TAP
+# results (tools/testing/tap-count.sh) drops a void boot's results.
 
 set -euo pipefail
 
@@ -60,6 +65,8 @@ usage: vm.sh --module PATH.ko [--payload DIR] [--run 'CMD'] [--kernel-version VE
   --overlay DIR        copied onto the initramfs root (e.g. a /lib/modules
                        tree for modprobe; repeatable)
   --scan-log FILE      only judge a saved console log; exit 0 clean, 2 not
+  --emulator-fault FILE  only tell whether a saved console log shows the
+                       guest killed by the emulator (exit 0) or not (1)
 
 Exit: command's status if the kernel log is clean; 2 kernel problem or the
 guest died; 3 timeout; 1 setup error.
@@ -130,6 +137,24 @@ scan_kernel_log() {
 	printf '%s\n' "$line"
 }
 
+# A guest killed by the emulator, not by the code under test: multi-threaded
+# TCG can run a stale translation of code the kernel's text patching
+# (text_poke_bp: static keys, static calls) has already restored, so a CPU
+# traps on an int3 that is no longer in memory and the kernel oopses
+# ("Oops: int3", "Code:" showing some byte other than cc just before the
+# <byte> at RIP).  Print the oops line and return 0 when the first problem of
+# log $1 is that; return 1 otherwise (a real int3, or any other report).
+emulator_fault() {
+	local first code
+	first=$(scan_kernel_log "$1") || return 1
+	[[ $first == *"Oops: int3"* ]] || return 1
+	code=$(tr -d '\r' <"$1" | grep -aF -A 40 -- "$first" | grep -a -m 1 'Code: ') ||
+		return 1
+	[[ $code =~ ([0-9a-f]{2})\ \<[0-9a-f]{2}\> ]] || return 1
+	[[ ${BASH_REMATCH[1]} != cc ]] || return 1
+	printf '%s\n' "$first"
+}
+
 console_tail() {
 	echo "vm: last 60 lines of $out/console.log:" >&2
 	tail -n 60 "$out/console.log" | tr -d '\r' >&2 || true
@@ -150,6 +175,7 @@ rmmod=0
 env_words=()
 overlays=()
 scan_log=
+fault_log=
 
 need_arg() {
 	[[ $# -ge 2 ]] || die "$1 needs an argument (see --help)"
@@ -181,6 +207,7 @@ while [[ $# -gt 0 ]]; do
 	--no-module) no_module=1; shift ;;
 	--rmmod) rmmod=1; shift ;;
 	--scan-log) need_arg "$@"; scan_log=$2; shift 2 ;;
+	--emulator-fault) need_arg "$@"; fault_log=$2; shift 2 ;;
 	-h | --help) usage; exit 0 ;;
 	*) usage >&2; die "unknown argument: $opt" ;;
 	esac
@@ -195,6 +222,14 @@ if [[ -n $scan_log ]]; then
 	fi
 	echo "ok - vm: kernel log clean"
 	exit 0
+fi
+
+# --emulator-fault FILE: only say whether a saved console log shows the
+# guest killed by an emulator fault (exit 0) or not (exit 1).
+if [[ -n $fault_log ]]; then
+	[[ -r $fault_log ]] || die "--emulator-fault: cannot read $fault_log"
+	emulator_fault "$fault_log"
+	exit
 fi
 
 [[ $timeout_s =~ ^[1-9][0-9]*$ ]] || die "--timeout wants a positive number of seconds, not '$timeout_s'"
@@ -525,8 +560,7 @@ cmdline="console=ttyS0,115200 panic=-1 oops=panic"
 
 console_log=$out/console.log
 output_log=$out/output.log
-: >"$console_log"
-: >"$output_log"
+rm -f "$console_log".[0-9]* "$output_log".[0-9]*
 
 qemu_pid=
 stream_pid=
@@ -550,33 +584,57 @@ trap 'echo "vm: hangup" >&2; exit 129' HUP
 trap 'echo "vm: interrupted" >&2; exit 130' INT
 trap 'echo "vm: terminated" >&2; exit 143' TERM
 
-start=$(date +%s.%N)
-start_s=$SECONDS
-# timeout(1) kills qemu on expiry (and, 5 s later, for good); it forwards
-# our TERM on cleanup.  qemu never reads stdin here.
-timeout -k 5 "$timeout_s" "$qemu" -m "$mem" "${accel_args[@]}" \
-	-nodefaults -display none -no-reboot \
-	-kernel "$kernel" -initrd "$initrd" -append "$cmdline" \
-	-chardev "file,id=con,path=$(qesc "$console_log")" -serial chardev:con \
-	-chardev "file,id=out,path=$(qesc "$output_log")" -serial chardev:out \
-	</dev/null >"$out/qemu.log" 2>&1 &
-qemu_pid=$!
-
-# Live copy of ttyS1 on stdout: no "\r", no KCM-VM-* marker lines.
-marker_re='KCM-VM-(EXIT|TAINT)=[0-9]*$'
-tail -n +1 -s 0.2 -f --pid="$qemu_pid" "$output_log" </dev/null |
-	sed -u -E -e 's/\r//g' -e "/$marker_re/{s/$marker_re//;/^\$/d;}" &
-stream_pid=$!
-
-qemu_rc=0
-wait "$qemu_pid" || qemu_rc=$?
-qemu_pid=
-wait "$stream_pid" || true
-stream_pid=
-elapsed=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
-
 accel_name=${accel_args[1]%%,*}
-echo "vm: qemu ($accel_name) ran ${elapsed}s; logs in $out" >&2
+
+# One boot: qemu runs the guest; its ttyS1 is copied live to stdout (no
+# "\r", no KCM-VM-* marker lines).  Sets qemu_rc, start_s and elapsed.
+boot() {
+	local start
+	: >"$console_log"
+	: >"$output_log"
+	start=$(date +%s.%N)
+	start_s=$SECONDS
+	# timeout(1) kills qemu on expiry (and, 5 s later, for good); it
+	# forwards our TERM on cleanup.  qemu never reads stdin here.
+	timeout -k 5 "$timeout_s" "$qemu" -m "$mem" "${accel_args[@]}" \
+		-nodefaults -display none -no-reboot \
+		-kernel "$kernel" -initrd "$initrd" -append "$cmdline" \
+		-chardev "file,id=con,path=$(qesc "$console_log")" -serial chardev:con \
+		-chardev "file,id=out,path=$(qesc "$output_log")" -serial chardev:out \
+		</dev/null >"$out/qemu.log" 2>&1 &
+	qemu_pid=$!
+
+	tail -n +1 -s 0.2 -f --pid="$qemu_pid" "$output_log" </dev/null |
+		sed -u -E -e 's/\r//g' -e "/$marker_re/{s/$marker_re//;/^\$/d;}" &
+	stream_pid=$!
+
+	qemu_rc=0
+	wait "$qemu_pid" || qemu_rc=$?
+	qemu_pid=
+	wait "$stream_pid" || true
+	stream_pid=
+	elapsed=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
+	echo "vm: qemu ($accel_name) ran ${elapsed}s; logs in $out" >&2
+}
+
+# "# vm: boot N" starts each boot's output: a boot the emulator killed
+# (emulator_fault) is booted again, at most KCM_VM_REBOOTS (2) times and
+# only under TCG, and TAP counters drop what came after its "boot N" line.
+# Its logs stay as console.log.N and output.log.N.
+marker_re='KCM-VM-(EXIT|TAINT)=[0-9]*$'
+boots=1
+[[ $accel_name != tcg ]] || boots=$((1 + ${KCM_VM_REBOOTS:-2}))
+for ((n = 1; ; n++)); do
+	echo "# vm: boot $n"
+	boot
+	((n < boots)) || break
+	fault=$(emulator_fault "$console_log") || break
+	mv -f "$console_log" "$console_log.$n"
+	mv -f "$output_log" "$output_log.$n"
+	echo "# vm: boot $n died of an emulator fault, not a kernel bug: $fault"
+	echo "# vm: (multi-threaded TCG ran a stale int3 of the kernel's text patching;" \
+		"log in $console_log.$n); its results are void, booting again"
+done
 
 # 124: timeout(1) sent TERM; 137: qemu also needed the KILL.
 if [[ $qemu_rc == 124 ]] ||
