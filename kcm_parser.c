@@ -82,25 +82,68 @@ static int kcm_parse_lenfield(struct kcm_psock *psock, struct sk_buff *skb)
 }
 
 /**
+ * kcm_parse_lock() - enter the section a run of kcm_parse_locked() needs
+ * @psock: the psock whose parser runs
+ *
+ * A BPF program runs under rcu_read_lock() with migration disabled; one
+ * such section may cover the parser runs over several messages, as long
+ * as nothing in it sleeps.  The built-in parser needs none.
+ *
+ * Context: TCP socket lock held.
+ */
+void kcm_parse_lock(struct kcm_psock *psock)
+	__acquires(RCU)
+{
+	rcu_read_lock();
+	if (psock->parser.kind != KCM_PARSER_LENFIELD)
+		migrate_disable();
+}
+
+/**
+ * kcm_parse_unlock() - leave the section kcm_parse_lock() entered
+ * @psock: the psock whose parser ran
+ *
+ * Context: TCP socket lock held, in kcm_parse_lock()'s section.
+ */
+void kcm_parse_unlock(struct kcm_psock *psock)
+	__releases(RCU)
+{
+	if (psock->parser.kind != KCM_PARSER_LENFIELD)
+		migrate_enable();
+	rcu_read_unlock();
+}
+
+/**
+ * kcm_parse_locked() - the length of the message at the start of @skb
+ * @psock: the psock whose parser runs
+ * @skb: the framing buffer: the message starts at offset 0
+ *
+ * Context: TCP socket lock held, in kcm_parse_lock()'s section.
+ * Return: the whole message length, 0 for "need more bytes", or a
+ * negative number (an error).
+ */
+int kcm_parse_locked(struct kcm_psock *psock, struct sk_buff *skb)
+{
+	if (psock->parser.kind == KCM_PARSER_LENFIELD)
+		return kcm_parse_lenfield(psock, skb);
+	return (int)bpf_prog_run(psock->prog, skb);
+}
+
+/**
  * kcm_parse() - the length of the message at the start of @skb
  * @psock: the psock whose parser runs
  * @skb: the framing buffer: the message starts at offset 0
  *
- * Context: TCP socket lock held.  A BPF program runs under
- * rcu_read_lock() with migration disabled.
- * Return: the whole message length, 0 for "need more bytes", or a
- * negative number (an error).
+ * Context: TCP socket lock held.
+ * Return: as kcm_parse_locked().
  */
 int kcm_parse(struct kcm_psock *psock, struct sk_buff *skb)
 {
 	int ret;
 
-	if (psock->parser.kind == KCM_PARSER_LENFIELD)
-		return kcm_parse_lenfield(psock, skb);
-
-	rcu_read_lock();
-	ret = (int)bpf_prog_run_pin_on_cpu(psock->prog, skb);
-	rcu_read_unlock();
+	kcm_parse_lock(psock);
+	ret = kcm_parse_locked(psock, skb);
+	kcm_parse_unlock(psock);
 	return ret;
 }
 

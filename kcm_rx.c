@@ -84,6 +84,8 @@
 #define KCM_RX_BATCH		32
 /* Receiving sockets remembered per batch, to wake each once. */
 #define KCM_RX_WAKE_MAX		8
+/* kcm_rx_parse(): small messages were framed, nothing more is parsed. */
+#define KCM_RX_RUN		2
 /* Lengths and ids of a batched read kept on the stack (KCM_RECV_BATCH). */
 #define KCM_RECV_STACK		32
 
@@ -662,21 +664,16 @@ static void kcm_rx_complete(struct kcm_psock *psock, struct sk_buff *skb)
 }
 
 /*
- * Run the parser on the framing buffer and judge its answer.
+ * Judge the parser's answer @ret for the message at the start of the
+ * framing buffer.
  *
  * Context: TCP socket lock held.
  * Return: 1 when the message length is known, 0 when more bytes are
  * needed, or the negative errno that stops the psock.
  */
-static int kcm_rx_parse(struct kcm_psock *psock)
+static int kcm_rx_judge(struct kcm_psock *psock, int ret)
 {
 	struct sk_buff *buf = psock->rx_skb;
-	int ret;
-
-	if (buf->len <= psock->rx_seen)
-		return 0;
-
-	ret = kcm_parse(psock, buf);
 
 	/* Only errnos user space knows; never internal ones like -512. */
 	if (ret < 0)
@@ -990,8 +987,22 @@ static int kcm_rx_buf_room(struct kcm_psock *psock)
 }
 
 /*
+ * The small whole message of @len bytes at the start of the framing
+ * buffer joins the pack being built, which has room for it: it stays where
+ * it is, and is only counted.
+ *
+ * Context: TCP socket lock held; may run in the parser's section.
+ */
+static void kcm_rx_pack_in(struct kcm_psock *psock, unsigned int len)
+{
+	psock->rx_pack_lens[psock->rx_pack_n++] = len;
+	__skb_pull(psock->rx_skb, len);
+	kcm_rx_framed(psock, len);
+}
+
+/*
  * The small message at the start of the framing buffer joins the pack
- * being built: it stays where it is, and is only counted.
+ * being built, which is handed over first when it is full.
  *
  * Context: TCP socket lock held.
  * Return: 0 or -ENOMEM (a full pack could not be handed over).
@@ -1006,10 +1017,49 @@ static int kcm_rx_emit_small(struct kcm_psock *psock)
 		if (err)
 			return err;
 	}
-	psock->rx_pack_lens[psock->rx_pack_n++] = len;
-	__skb_pull(psock->rx_skb, len);
-	kcm_rx_framed(psock, len);
+	kcm_rx_pack_in(psock, len);
 	return 0;
+}
+
+/*
+ * Run the parser on the framing buffer.  While it finds small whole
+ * messages that fit the pack being built, they are framed right away:
+ * that needs no allocation, so one parser section (kcm_parse_lock(): RCU
+ * and, for BPF, migrate_disable()) covers the parser runs of all of them
+ * instead of one section each.  The first other answer is judged
+ * (kcm_rx_judge()).
+ *
+ * Context: TCP socket lock held.
+ * Return: 1 when the length of the message at the start of the buffer is
+ * known, 0 when more bytes are needed, KCM_RX_RUN when messages were
+ * framed and the buffer is empty or the psock paused, or an errno that
+ * stops the psock.
+ */
+static int kcm_rx_parse(struct kcm_psock *psock)
+{
+	struct sk_buff *buf = psock->rx_skb;
+	bool run = false;
+	int ret;
+
+	if (buf->len <= psock->rx_seen)
+		return 0;
+
+	kcm_parse_lock(psock);
+	for (;;) {
+		ret = kcm_parse_locked(psock, buf);
+		if (ret <= (int)psock->rx_seen || ret > KCM_RX_SMALL ||
+		    ret > buf->len || psock->rx_pack_n == KCM_RX_PACK_MAX ||
+		    ret > READ_ONCE(psock->sk->sk_rcvbuf))
+			break;
+		psock->rx_last_large = false;
+		kcm_rx_pack_in(psock, ret);
+		if (!buf->len || READ_ONCE(psock->rx_paused)) {
+			run = true;
+			break;
+		}
+	}
+	kcm_parse_unlock(psock);
+	return run ? KCM_RX_RUN : kcm_rx_judge(psock, ret);
 }
 
 /* Context: TCP socket lock held.  Appends @piece to the large message. */
@@ -1347,6 +1397,8 @@ static int kcm_rx_frame(struct kcm_psock *psock)
 			err = kcm_rx_parse(psock);
 			if (err < 0)
 				return err;
+			if (err == KCM_RX_RUN)
+				continue;
 			if (!err) {
 				kcm_rx_timer_start(psock);
 				break;

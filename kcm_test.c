@@ -774,6 +774,65 @@ static void kcm_kt_lenfield(struct kunit *test)
 	kcm_kt_teardown(kt);
 }
 
+/*
+ * One read of many small messages, a large one, two more small ones and a
+ * length over SO_RCVBUF: the small ones are framed in runs under one
+ * parser section (kcm_rx_parse()), a full pack is handed over and a new
+ * one started, and the error stops the psock only after every message
+ * before it came out whole and in order.
+ */
+static void kcm_kt_parse_run(struct kunit *test)
+{
+	const int nsmall = KCM_RX_PACK_MAX + 3, nmsg = nsmall + 3;
+	unsigned int first;
+	size_t *lens, n = 0;
+	struct kcm_kt *kt;
+	struct sk_buff *skb;
+	u8 *stream;
+	int i;
+
+	stream = kunit_kmalloc(test, nsmall * 20 + 3004 + 2 * 20 + 4,
+			       GFP_KERNEL);
+	lens = kunit_kmalloc_array(test, nmsg, sizeof(*lens), GFP_KERNEL);
+	KUNIT_ASSERT_TRUE(test, stream && lens);
+	for (i = 0; i < nsmall; i++) {
+		lens[i] = kcm_kt_msg(stream + n, i % 16, i);
+		n += lens[i];
+	}
+	lens[i] = kcm_kt_msg(stream + n, 3000, 0x77);
+	n += lens[i++];
+	for (; i < nmsg; i++) {
+		lens[i] = kcm_kt_msg(stream + n, 10, i);
+		n += lens[i];
+	}
+
+	kt = kcm_kt_setup(test, kcm_kt_len4, ARRAY_SIZE(kcm_kt_len4));
+	put_unaligned_be32(READ_ONCE(kt->tcp->sk->sk_rcvbuf), stream + n);
+	KUNIT_EXPECT_EQ(test, kcm_kt_feed(kt, stream, n + 4, 0), -EMSGSIZE);
+	KUNIT_EXPECT_TRUE(test, kt->psock->rx_stopped);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(kt->tcp->sk->sk_err), EMSGSIZE);
+	KUNIT_EXPECT_EQ(test, kt->psock->stats.rx_too_big, 1);
+	KUNIT_EXPECT_EQ(test, kt->psock->stats.rx_msgs, nmsg);
+
+	spin_lock_bh(&kt->mux->lock);
+	skb = skb_peek(&kt->mux->rx_hold);
+	first = skb ? kcm_rx_msg(skb)->nmsgs : 0;
+	spin_unlock_bh(&kt->mux->lock);
+	KUNIT_EXPECT_EQ(test, first, KCM_RX_PACK_MAX);
+	kcm_kt_expect(test, kt, stream, lens, nmsg);
+	kcm_kt_teardown(kt);
+
+	/* A run that ends in a partial header asks for more, once. */
+	kt = kcm_kt_setup(test, kcm_kt_len4, ARRAY_SIZE(kcm_kt_len4));
+	KUNIT_EXPECT_EQ(test, kcm_kt_feed(kt, stream, lens[0] + lens[1] + 2, 0),
+			(int)(lens[0] + lens[1] + 2));
+	KUNIT_EXPECT_FALSE(test, kt->psock->rx_stopped);
+	KUNIT_EXPECT_EQ(test, kt->psock->stats.rx_msgs, 2);
+	KUNIT_EXPECT_EQ(test, kt->psock->stats.rx_need_more, 1);
+	kcm_kt_expect(test, kt, stream, lens, 2);
+	kcm_kt_teardown(kt);
+}
+
 static struct kunit_case kcm_rx_test_cases[] = {
 	KUNIT_CASE(kcm_kt_every_split),
 	KUNIT_CASE(kcm_kt_bytewise_and_coalesced),
@@ -782,6 +841,7 @@ static struct kunit_case kcm_rx_test_cases[] = {
 	KUNIT_CASE(kcm_kt_length_limits),
 	KUNIT_CASE(kcm_kt_late_length),
 	KUNIT_CASE(kcm_kt_parser_errors),
+	KUNIT_CASE(kcm_kt_parse_run),
 	KUNIT_CASE(kcm_kt_large_message),
 	KUNIT_CASE(kcm_kt_large_by_reference),
 	KUNIT_CASE(kcm_kt_timeout),

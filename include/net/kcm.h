@@ -608,6 +608,9 @@ void kcm_mux_rx_purge(struct kcm_mux *mux);
 
 /* kcm_parser.c: message parsers (the extended ones not in upstream) */
 int kcm_parse(struct kcm_psock *psock, struct sk_buff *skb);
+void kcm_parse_lock(struct kcm_psock *psock) __acquires(RCU);
+int kcm_parse_locked(struct kcm_psock *psock, struct sk_buff *skb);
+void kcm_parse_unlock(struct kcm_psock *psock) __releases(RCU);
 int kcm_parser_get(const struct kcm_attach_ext *info,
 		   struct kcm_parser *parser, struct bpf_prog **prog);
 void kcm_parser_put(const struct kcm_parser *parser, struct bpf_prog *prog);
