@@ -1308,7 +1308,10 @@ static void kcm_tx_call_end(struct kcm_sock *kcm, int flags, bool ended,
 		return;
 	if (failed || (ended && !(flags & MSG_BATCH)))
 		kcm_tx_push(kcm);
-	else if (ended)
+	else if (ended && !delayed_work_pending(&kcm->tx_work))
+		/* Armed once per batch, not per message: if pending, it
+		 * runs after we release the socket and sees this one too.
+		 */
 		queue_delayed_work(system_wq, &kcm->tx_work,
 				   KCM_TX_BATCH_WAIT);
 }
