@@ -316,6 +316,8 @@ GUEST
 chmod +x "$payload/bench-guest.sh"
 
 vm_rc=0
+# Both vCPUs run at once (multi-threaded TCG): the workloads are parallel.
+KCM_VM_TCG_THREAD=${KCM_VM_TCG_THREAD:-multi} \
 "$top/tools/testing/vm/vm.sh" --module "$module" --no-module \
 	--kernel-version "$kver" --extra-modules '' --payload "$payload" \
 	--timeout "$timeout_s" --out "$out/vm" --run 'sh ./bench-guest.sh' ||

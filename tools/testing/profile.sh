@@ -118,6 +118,8 @@ fi
 GUEST
 } >"$payload/profile-guest.sh"
 
+# Both vCPUs run at once (multi-threaded TCG): the workloads are parallel.
+KCM_VM_TCG_THREAD=${KCM_VM_TCG_THREAD:-multi} \
 "$top/tools/testing/vm/vm.sh" --module "$module" --no-module \
 	--kernel-version "$kver" --extra-modules '' --payload "$payload" \
 	--timeout 600 --out "$out/vm" --run 'sh ./profile-guest.sh' |
