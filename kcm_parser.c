@@ -129,24 +129,6 @@ int kcm_parse_locked(struct kcm_psock *psock, struct sk_buff *skb)
 	return (int)bpf_prog_run(psock->prog, skb);
 }
 
-/**
- * kcm_parse() - the length of the message at the start of @skb
- * @psock: the psock whose parser runs
- * @skb: the framing buffer: the message starts at offset 0
- *
- * Context: TCP socket lock held.
- * Return: as kcm_parse_locked().
- */
-int kcm_parse(struct kcm_psock *psock, struct sk_buff *skb)
-{
-	int ret;
-
-	kcm_parse_lock(psock);
-	ret = kcm_parse_locked(psock, skb);
-	kcm_parse_unlock(psock);
-	return ret;
-}
-
 /* Context: process context.  Checks and copies lenfield parameters. */
 static int kcm_parser_lenfield(struct kcm_parser *parser,
 			       const struct kcm_lenfield *lf)

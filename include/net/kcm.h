@@ -607,7 +607,6 @@ unsigned int kcm_rx_queued(struct sock *sk);
 void kcm_mux_rx_purge(struct kcm_mux *mux);
 
 /* kcm_parser.c: message parsers (the extended ones not in upstream) */
-int kcm_parse(struct kcm_psock *psock, struct sk_buff *skb);
 void kcm_parse_lock(struct kcm_psock *psock) __acquires(RCU);
 int kcm_parse_locked(struct kcm_psock *psock, struct sk_buff *skb);
 void kcm_parse_unlock(struct kcm_psock *psock) __releases(RCU);
