@@ -49,20 +49,30 @@ EOF
 
 n=0
 fail=0
+
+# The next TAP line: "ok N - $2" when $1 is 0, else "not ok N - $2 ($3)".
+result() {
+	n=$((n + 1))
+	if [[ $1 == 0 ]]; then
+		echo "ok $n - $2"
+	else
+		echo "not ok $n - $2 ($3)"
+		fail=$((fail + 1))
+	fi
+}
+
 echo "1..$(($(wc -l <<<"$samples") + 9))"
 while IFS='|' read -r want line; do
-	n=$((n + 1))
 	printf '%s\r\n' "[    0.000000] Linux version 6.1.0" "$line" \
 		"[    2.000000] reboot: Restarting system" >"$tmp/console.log"
 	rc=0
 	verdict=$("$here/vm.sh" --scan-log "$tmp/console.log") || rc=$?
+	bad=1
 	if [[ $want == clean && $rc == 0 ]] ||
 		[[ $want == bad && $rc == 2 && $verdict == *"$line" ]]; then
-		echo "ok $n - $want: $line"
-	else
-		echo "not ok $n - $want: $line (rc $rc: $verdict)"
-		fail=$((fail + 1))
+		bad=0
 	fi
+	result "$bad" "$want: $line" "rc $rc: $verdict"
 done <<<"$samples"
 
 # An oops report: "Oops: $1", its RIP, and a "Code:" line with $2 just
@@ -78,16 +88,12 @@ oops_log() {
 
 # want (0 emulator fault, 1 not)|oops|byte before RIP|what
 while IFS='|' read -r want oops byte what; do
-	n=$((n + 1))
 	oops_log "$oops" "$byte" >"$tmp/console.log"
 	rc=0
 	"$here/vm.sh" --emulator-fault "$tmp/console.log" >/dev/null || rc=$?
-	if [[ $rc == "$want" ]]; then
-		echo "ok $n - emulator fault: $what"
-	else
-		echo "not ok $n - emulator fault: $what (exit $rc, want $want)"
-		fail=$((fail + 1))
-	fi
+	bad=0
+	[[ $rc == "$want" ]] || bad=1
+	result "$bad" "emulator fault: $what" "exit $rc, want $want"
 done <<'EOF2'
 0|int3: 0000|66|a stale int3 (the patched byte is back in memory) is the emulator's
 1|int3: 0000|cc|an int3 still in memory is a real trap
@@ -97,15 +103,11 @@ EOF2
 # tap-count.sh: a boot vm.sh repeated counts once.
 # want|the log, lines split at ";"
 while IFS='|' read -r want what lines; do
-	n=$((n + 1))
 	tr ';' '\n' <<<"$lines" >"$tmp/check.log"
 	got=$("$here/../tap-count.sh" "$tmp/check.log")
-	if [[ $got == "$want" ]]; then
-		echo "ok $n - tap-count: $what"
-	else
-		echo "not ok $n - tap-count: $what (got '$got', want '$want')"
-		fail=$((fail + 1))
-	fi
+	bad=0
+	[[ $got == "$want" ]] || bad=1
+	result "$bad" "tap-count: $what" "got '$got', want '$want'"
 done <<'EOF2'
 2 1 1 1|one boot: pass, fail, skip, todo|ok - a;# vm: boot 1;ok 1 b;not ok 2 c;ok 3 d # SKIP e;not ok 4 f # TODO g
 2 0 0 0|a void boot is dropped|ok - a;# vm: boot 1;not ok 1 b;ok 2 c;# vm: boot 2;ok 1 b
@@ -136,7 +138,6 @@ chmod +x "$tmp/qemu"
 oops_log "int3: 0000" 66 >"$tmp/oops.log"
 : >"$tmp/vmlinuz"
 for reboots in 2 0; do
-	n=$((n + 1))
 	rm -f "$tmp/boots"
 	rc=0
 	KCM_VM_ACCEL=tcg KCM_VM_QEMU=$tmp/qemu KCM_VM_REBOOTS=$reboots \
@@ -148,12 +149,10 @@ for reboots in 2 0; do
 	else
 		want="exit 2, 1 boots, counts 1 1 0 0"
 	fi
-	if [[ $got == "$want" ]]; then
-		echo "ok $n - vm.sh, KCM_VM_REBOOTS=$reboots, first boot killed by the emulator: $got"
-	else
-		echo "not ok $n - vm.sh, KCM_VM_REBOOTS=$reboots, first boot killed by the emulator: $got, want $want"
-		sed 's/^/# /' "$tmp/vm.out"
-		fail=$((fail + 1))
-	fi
+	bad=0
+	[[ $got == "$want" ]] || bad=1
+	result "$bad" "vm.sh, KCM_VM_REBOOTS=$reboots, first boot killed by the emulator: $got" \
+		"want $want"
+	[[ $bad == 0 ]] || sed 's/^/# /' "$tmp/vm.out"
 done
 ((fail == 0))
