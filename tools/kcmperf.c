@@ -174,7 +174,8 @@ static void help(int status)
 		"            K and M suffixes (64)\n"
 		"  -c N      TCP connections (rx, tx: 2; rr: 1); scale: a list\n"
 		"            attached to one mux in turn (1,10,100,1000)\n"
-		"  -d rx|tx  scale: KCM receives or sends (rx)\n"
+		"  -d rx|tx  scale: KCM receives or sends (rx); -i user with rx:\n"
+		"            epoll threads frame the receiving ends instead\n"
 		"  -k M      KCM sockets per mux, user-space workers (rx, tx: 2; rr: 1)\n"
 		"  -t SECS   measured time (3), after a warm-up (-w, SECS/6)\n"
 		"  -n COUNT  messages per sender instead of a time\n"
@@ -334,8 +335,11 @@ static void parse_args(int argc, char **argv)
 		opt.n_conn_list = ARRAY_SIZE(axis);
 		opt.conns = axis[0];
 	}
+	/* scale: KCM both ways; the user framer as a baseline of rx */
 	if (opt.mode == MODE_SCALE &&
-	    (opt.impl != IMPL_KCM || (opt.dir != MODE_RX && opt.dir != MODE_TX)))
+	    ((opt.dir != MODE_RX && opt.dir != MODE_TX) ||
+	     (opt.impl != IMPL_KCM &&
+	      (opt.impl != IMPL_USER || opt.dir != MODE_RX))))
 		help(2);
 	if (opt.mode != MODE_SCALE && opt.n_conn_list > 1)
 		help(2);

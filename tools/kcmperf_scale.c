@@ -11,6 +11,10 @@
  *          sendmmsg()); reader threads epoll the N far ends, split and
  *          check each connection's stream.
  *
+ * With -i user (rx only) no KCM socket is involved: the writers are the
+ * same, and the tx readers frame and check the N receiving ends
+ * instead, the user-space framer the KCM rows are held against.
+ *
  * One line per N: the rate; the CPU time per message of the whole guest
  * (/proc/stat: every CPU's busy time, softirqs and kernel threads
  * included, over the messages of the window) and of this process
@@ -60,15 +64,18 @@ struct sconn {
 	unsigned long msgs;	/* whole messages written (rx) or read (tx) */
 };
 
-/* A stream thread's connections, sconns[first..first + n), and counter. */
+/* A stream thread's connections, conns[first..first + n), and counter. */
 struct sgroup {
+	struct sconn *conns;
 	int idx;
 	int first;
 	int n;
 };
 
-static struct sconn *sconns;
+static struct sconn *sconns;	/* the far ends */
+static struct sconn *rconns;	/* -i user: the receiving ends */
 static struct sgroup groups[SCALE_THREADS];
+static struct sgroup rgroups[SCALE_THREADS];	/* -i user: their readers */
 static unsigned int batch;	/* messages per write() */
 
 /* What a phase measured besides the messages. */
@@ -146,9 +153,9 @@ static int writer_epoll(struct sgroup *g)
 		die_errno("epoll_create1");
 	for (i = g->first; i < g->first + g->n; i++) {
 		struct epoll_event e = { .events = EPOLLONESHOT,
-					 .data.ptr = &sconns[i] };
+					 .data.ptr = &g->conns[i] };
 
-		if (epoll_ctl(ep, EPOLL_CTL_ADD, sconns[i].fd, &e))
+		if (epoll_ctl(ep, EPOLL_CTL_ADD, g->conns[i].fd, &e))
 			die_errno("epoll_ctl");
 	}
 	return ep;
@@ -176,7 +183,7 @@ static void *scale_writer(void *arg)
 		wrote = false;
 		left = 0;
 		for (i = g->first; i < g->first + g->n; i++) {
-			s = &sconns[i];
+			s = &g->conns[i];
 			if (stop && !(s->off % opt.size))
 				continue;
 			left++;
@@ -264,9 +271,9 @@ static void *scale_reader(void *arg)
 		die("reader: %s", strerror(errno));
 	for (i = g->first; i < g->first + g->n; i++) {
 		struct epoll_event e = { .events = EPOLLIN,
-					 .data.ptr = &sconns[i] };
+					 .data.ptr = &g->conns[i] };
 
-		if (epoll_ctl(ep, EPOLL_CTL_ADD, sconns[i].fd, &e))
+		if (epoll_ctl(ep, EPOLL_CTL_ADD, g->conns[i].fd, &e))
 			die_errno("epoll_ctl");
 	}
 	while (!atomic_load_explicit(&rx_stop, memory_order_relaxed)) {
@@ -312,48 +319,86 @@ static unsigned long tcp_pressures(void)
 	return r;
 }
 
-/* The far ends of @n connections, in groups of a thread each. */
+/* A reader's end @fd of a stream of @nsrc sources, named @fmt, @i. */
+static void reader_init(struct sconn *s, int fd, unsigned int nsrc,
+			const char *fmt, int i)
+{
+	s->fd = fd;
+	s->buf = malloc(opt.size + RCV_SLACK);
+	if (!s->buf)
+		die("out of memory");
+	set_nonblock(fd);
+	s->ck = checker_new(nsrc, fmt, i);
+}
+
+/* Threads' shares of @n connections of @conns, a group each. */
+static void groups_init(struct sgroup *g, struct sconn *conns, int n,
+			int nthreads)
+{
+	int i;
+
+	for (i = 0; i < nthreads; i++) {
+		g[i].conns = conns;
+		g[i].idx = i;
+		g[i].first = (long)n * i / nthreads;
+		g[i].n = (long)n * (i + 1) / nthreads - g[i].first;
+	}
+}
+
+/*
+ * The far ends of @n connections (and with -i user the receiving ends),
+ * in groups of a thread each.
+ */
 static int sconns_init(int n)
 {
 	int nthreads = n < SCALE_THREADS ? n : SCALE_THREADS, i;
-	size_t cap = opt.dir == MODE_RX ? (size_t)batch * opt.size :
-		     opt.size + RCV_SLACK;
+	bool user = opt.impl == IMPL_USER;
 
 	sconns = calloc(n, sizeof(*sconns));
-	if (!sconns)
+	rconns = user ? calloc(n, sizeof(*rconns)) : NULL;
+	if (!sconns || (user && !rconns))
 		die("out of memory");
 	for (i = 0; i < n; i++) {
 		struct sconn *s = &sconns[i];
 
+		if (opt.dir == MODE_TX) {
+			reader_init(s, peer[i], opt.kcms, "peer-%d", i);
+			continue;
+		}
 		s->fd = peer[i];
-		s->src = i;
-		s->buf = malloc(cap);
+		/* a stream read as it is written: its own single source */
+		s->src = user ? 0 : i;
+		s->buf = malloc((size_t)batch * opt.size);
 		if (!s->buf)
 			die("out of memory");
 		set_nonblock(s->fd);
-		if (opt.dir == MODE_RX)
-			writer_refill(s);
-		else
-			s->ck = checker_new(opt.kcms, "peer-%d", i);
+		writer_refill(s);
+		if (user)
+			reader_init(&rconns[i], local[i], 1, "conn-%d", i);
 	}
-	for (i = 0; i < nthreads; i++) {
-		groups[i].idx = i;
-		groups[i].first = (long)n * i / nthreads;
-		groups[i].n = (long)n * (i + 1) / nthreads - groups[i].first;
-	}
+	groups_init(groups, sconns, n, nthreads);
+	if (user)
+		groups_init(rgroups, rconns, n, nthreads);
 	return nthreads;
+}
+
+static void conns_free(struct sconn *c, int n)
+{
+	int i;
+
+	for (i = 0; c && i < n; i++) {
+		free(c[i].buf);
+		free(c[i].ck);
+	}
+	free(c);
 }
 
 static void sconns_free(int n)
 {
-	int i;
-
-	for (i = 0; i < n; i++) {
-		free(sconns[i].buf);
-		free(sconns[i].ck);
-	}
-	free(sconns);
+	conns_free(sconns, n);
+	conns_free(rconns, n);
 	sconns = NULL;
+	rconns = NULL;
 }
 
 /* Buffers, the mux and the timed attach of @n connections. */
@@ -372,6 +417,8 @@ static void scale_attach(int n)
 			set_int(peer[i], SOL_SOCKET, SO_SNDBUF,
 				(int)opt.tcp_rcvbuf);
 	}
+	if (opt.impl == IMPL_USER)
+		return;
 	prog = kcm_parser();
 	first = kcm_socks();
 	t = now();
@@ -387,7 +434,14 @@ static void scale_threads(int n)
 	int nthreads = sconns_init(n);
 	long i;
 
-	if (opt.dir == MODE_RX) {
+	if (opt.dir == MODE_RX && opt.impl == IMPL_USER) {
+		for (i = 0; i < nthreads; i++)
+			spawn(scale_reader, &rgroups[i]);
+		n_rx = nthreads;
+		for (i = 0; i < nthreads; i++)
+			spawn(scale_writer, &groups[i]);
+		n_tx = nthreads;
+	} else if (opt.dir == MODE_RX) {
 		for (i = 0; i < n_kfd; i++)
 			spawn(kcm_reader, (void *)i);
 		n_rx = n_kfd;

@@ -35,8 +35,9 @@
 # messages, received by KCM or sent by it; per N the rate, the guest's
 # CPU time per message, the wall time to attach the N connections and to
 # close the KCM sockets (the mux) and then the TCP sockets, and how many
-# connections carried messages: ours and distro only, in a table of
-# their own with the ratio N=1000 / N=1).  Also known: tx-64.
+# connections carried messages: ours and distro, and in scale-rx the
+# user-space framer epolling the N receiving ends; in a table of their
+# own with the ratio N=1000 / N=1).  Also known: tx-64.
 #
 # The distribution module runs with kcmperf's -P distro parser, which
 # reads the message offset that module keeps in skb->cb: the documented
@@ -221,8 +222,9 @@ run() {
 	lim=$limit
 	case $cfg in
 	scale-*)
-		# the connections axis is KCM's own: no baselines
-		case $who in user | raw) return ;; esac
+		# the connections axis: KCM's own but for the user framer
+		# reading the N receiving ends of scale-rx
+		case $cfg:$who in scale-tx:user | *:raw) return ;; esac
 		lim=$slimit
 		;;
 	esac
@@ -518,6 +520,19 @@ function ratio(a, b) {
 	if (a == "" || b == "" || b == 0) return "-"
 	return sprintf("%.2f", a / b)
 }
+# ours/@w, N by N, for the first @nm metrics
+function versus(cfg, w, name, nm,   m, i, line) {
+	if (!((cfg SUBSEP "ours") in seenw) || !((cfg SUBSEP w) in seenw))
+		return
+	for (m = 1; m <= nm; m++) {
+		line = sprintf("%-8s %-7s %-13s", cfg, name, label[m])
+		for (i = 1; i <= nn; i++)
+			line = line sprintf(" %-14s",
+				ratio(cellv(cfg SUBSEP "ours", ns[i], m),
+				      cellv(cfg SUBSEP w, ns[i], m)))
+		print line sprintf(" %8s", "-")
+	}
+}
 BEGIN {
 	nm = split("msgs_per_s cpu_ns_per_msg attach_us close_kcm_us close_tcp_us conns_used conn_msgs_min conn_msgs_max", key, " ")
 	split("msg/s|cpu ns/msg|attach us|close kcm us|close tcp us|conns used|msgs/conn min|msgs/conn max", label, "|")
@@ -580,25 +595,20 @@ END {
 								   cellv(cw, ns[1], m)))
 			}
 		}
-		# ours against the distribution module, N by N
-		if (!((cfg SUBSEP "ours") in seenw) || !((cfg SUBSEP "distro") in seenw))
-			continue
-		for (m = 1; m <= 5; m++) {
-			line = sprintf("%-8s %-7s %-13s", cfg, "o/dist", label[m])
-			for (i = 1; i <= nn; i++)
-				line = line sprintf(" %-14s",
-					ratio(cellv(cfg SUBSEP "ours", ns[i], m),
-					      cellv(cfg SUBSEP "distro", ns[i], m)))
-			print line sprintf(" %8s", "-")
-		}
+		# ours against the distribution module, N by N (and the
+		# user framer: rate and CPU)
+		versus(cfg, "distro", "o/dist", 5)
+		versus(cfg, "user", "o/user", 2)
 	}
 	print ""
 	print "cpu ns/msg: CPU time of the whole guest (/proc/stat busy, softirqs"
 	print "included) over the messages of the window; close kcm: closing the"
 	print "KCM sockets, the last of which takes the mux and its psocks down;"
 	print "close tcp: then closing the N TCP sockets.  msgs/conn: messages"
-	print "each connection carried over the run.  o/dist: ours/distro (above"
-	print "1 is better for msg/s, below 1 for the rest)."
+	print "each connection carried over the run.  user (scale-rx): the same"
+	print "writers, read by two epoll threads framing the N receiving ends."
+	print "o/dist, o/user: ours/other (above 1 is better for msg/s, below 1"
+	print "for the rest)."
 }' "$out/results.txt" >>"$out/table.txt"
 cat "$out/table.txt"
 
