@@ -555,36 +555,6 @@ TEST_DIFFERS(slow_reader_loses_nothing,
 	close(kcm);
 }
 
-/* TcpExt DelayedACKs: the ACKs this netns's delayed-ACK timers sent. */
-static long delayed_acks(void)
-{
-	char line[4096], *tok, *save;
-	long val = -1;
-	FILE *f = fopen("/proc/net/netstat", "r");
-	int i, at = -1;
-
-	if (!f)
-		return -1;
-	while (at < 0 && fgets(line, sizeof(line), f)) {
-		if (strncmp(line, "TcpExt:", 7))
-			continue;
-		tok = strtok_r(line, " \n", &save);
-		for (i = 0; tok; i++, tok = strtok_r(NULL, " \n", &save))
-			if (!strcmp(tok, "DelayedACKs"))
-				at = i;
-		/* the values follow on the next line */
-		if (at < 0 || !fgets(line, sizeof(line), f))
-			break;
-		tok = strtok_r(line, " \n", &save);
-		for (i = 0; tok && i < at; i++)
-			tok = strtok_r(NULL, " \n", &save);
-		if (tok && sscanf(tok, "%ld", &val) != 1)
-			val = -1;
-	}
-	fclose(f);
-	return val;
-}
-
 /* Writes @len bytes to the non-blocking @fd, polling when it is full. */
 static int write_polled(int fd, const char *buf, size_t len)
 {
@@ -629,7 +599,7 @@ TEST_DIFFERS(small_writes_acked,
 			     sizeof(bufsz)));
 	/* Nagle on, as an application leaves it (the pair turns it off) */
 	ASSERT_OK(kcm_u_setsockopt_int(peer, IPPROTO_TCP, TCP_NODELAY, 0));
-	before = delayed_acks();
+	before = kcm_u_tcpext("DelayedACKs");
 	ASSERT_GE(before, 0);
 	pid = fork();
 	ASSERT_GE(pid, 0);
@@ -647,7 +617,7 @@ TEST_DIFFERS(small_writes_acked,
 		ASSERT_OK(write_polled(peer, chunk, sizeof(chunk)));
 	}
 	status = kcm_wait_child(pid);
-	after = delayed_acks();
+	after = kcm_u_tcpext("DelayedACKs");
 	TH_LOG("%d writes, %ld delayed ACKs, reader's status %d", writes,
 	       after - before, status);
 	ASSERT_EQ(status, 0);

@@ -292,31 +292,12 @@ static void *scale_reader(void *arg)
 
 /* ------------------------------------------------------------ a phase */
 
-/* TcpExt TCPMemoryPressures of /proc/net/netstat: a header, then values. */
+/* TcpExt TCPMemoryPressures: how often TCP entered memory pressure. */
 static unsigned long tcp_pressures(void)
 {
-	char names[8192], values[8192], *n, *v, *sn, *sv;
-	FILE *f = fopen("/proc/net/netstat", "r");
-	unsigned long r = 0;
+	long r = kcm_u_tcpext("TCPMemoryPressures");
 
-	if (!f)
-		return 0;
-	while (fgets(names, sizeof(names), f) &&
-	       fgets(values, sizeof(values), f)) {
-		if (strncmp(names, "TcpExt:", 7))
-			continue;
-		n = strtok_r(names, "\n ", &sn);
-		v = strtok_r(values, "\n ", &sv);
-		while (n && v && strcmp(n, "TCPMemoryPressures")) {
-			n = strtok_r(NULL, "\n ", &sn);
-			v = strtok_r(NULL, "\n ", &sv);
-		}
-		if (n && v)
-			r = strtoul(v, NULL, 10);
-		break;
-	}
-	fclose(f);
-	return r;
+	return r < 0 ? 0 : r;
 }
 
 /* A reader's end @fd of a stream of @nsrc sources, named @fmt, @i. */

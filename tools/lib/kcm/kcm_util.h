@@ -4,8 +4,8 @@
  *
  * Loopback TCP connections, the KCM ioctls, the length parser loaded as
  * raw eBPF instructions through the bpf() system call (no clang, no
- * libbpf), the test message format, whole reads and writes, and a
- * monotonic clock.  Header only: each program includes it (the Makefiles
+ * libbpf), the test message format, whole reads and writes, a monotonic
+ * clock and TCP's counters.  Header only: each program includes it (the Makefiles
  * put this directory on the include path) and gets its own copy of what
  * it calls.
  *
@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -391,6 +392,38 @@ static inline long kcm_u_read_msg(int fd, char *buf, size_t cap)
 	if (kcm_u_read_full(fd, buf + KCM_U_HDR, plen))
 		return -2;
 	return KCM_U_HDR + plen;
+}
+
+/* ------------------------------------------------------------ counters */
+
+/*
+ * The TcpExt counter @name of this network namespace (/proc/net/netstat:
+ * a line of names, then one of values), or -1 when there is none.
+ */
+static inline long kcm_u_tcpext(const char *name)
+{
+	char names[8192], values[8192], *n, *v, *sn, *sv;
+	FILE *f = fopen("/proc/net/netstat", "r");
+	long r = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(names, sizeof(names), f) &&
+	       fgets(values, sizeof(values), f)) {
+		if (strncmp(names, "TcpExt:", 7))
+			continue;
+		n = strtok_r(names, "\n ", &sn);
+		v = strtok_r(values, "\n ", &sv);
+		while (n && v && strcmp(n, name)) {
+			n = strtok_r(NULL, "\n ", &sn);
+			v = strtok_r(NULL, "\n ", &sv);
+		}
+		if (n && v)
+			r = strtol(v, NULL, 10);
+		break;
+	}
+	fclose(f);
+	return r;
 }
 
 #endif /* KCM_UTIL_H */
