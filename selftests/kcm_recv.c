@@ -555,6 +555,24 @@ TEST_DIFFERS(slow_reader_loses_nothing,
 	close(kcm);
 }
 
+/* rx_intr of the first psock of /proc/net/kcm_ext: the times it paused. */
+static long psock_pauses(void)
+{
+	FILE *f = fopen("/proc/net/kcm_ext", "r");
+	char line[4096], *p;
+	long r = -1;
+
+	if (!f)
+		return -1;
+	while (r < 0 && fgets(line, sizeof(line), f)) {
+		p = strstr(line, " rx_intr=");
+		if (!strncmp(line, "psock ", 6) && p)
+			r = strtol(p + 9, NULL, 10);
+	}
+	fclose(f);
+	return r;
+}
+
 /* Writes @len bytes to the non-blocking @fd, polling when it is full. */
 static int write_polled(int fd, const char *buf, size_t len)
 {
@@ -581,17 +599,20 @@ static int write_polled(int fd, const char *buf, size_t len)
  * KCM socket of the default size.  Unfixed, TCP's ACK of a segment KCM
  * had drained waited for the delayed-ACK timer (40 ms and more) about
  * once in twenty writes, and such a connection carried 25k messages/s.
- * With a KCM receive buffer large enough for everything it did not
- * happen: the reader falling behind is part of it.
+ * (With a KCM receive buffer large enough for everything it did not
+ * happen.)  Counted in a network namespace of its own.
  */
 TEST_DIFFERS(small_writes_acked,
 	     "upstream stops reading: a short write leaves a message straddling segments")
 {
-	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
-	int bufsz = 32 << 10, writes = 2000, n = 64, w, i, status;
+	int bufsz = 32 << 10, writes = 2000, n = 64, peer, local, kcm, w, i;
+	long before, after, pauses;
 	char chunk[64 * 64];
-	long before, after;
+	int status;
 	pid_t pid;
+
+	kcm_enter_netns();
+	kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
 
 	ASSERT_OK(setsockopt(local, SOL_SOCKET, SO_RCVBUF, &bufsz,
 			     sizeof(bufsz)));
@@ -618,14 +639,17 @@ TEST_DIFFERS(small_writes_acked,
 	}
 	status = kcm_wait_child(pid);
 	after = kcm_u_tcpext("DelayedACKs");
-	TH_LOG("%d writes, %ld delayed ACKs, reader's status %d", writes,
-	       after - before, status);
+	pauses = psock_pauses();
+	TH_LOG("%d writes, %ld delayed ACKs, %ld psock pauses, reader's status %d",
+	       writes, after - before, pauses, status);
 	ASSERT_EQ(status, 0);
+	ASSERT_GE(pauses, 0);
 	/*
-	 * Unfixed: about 100.  A reader slow enough to stop the psock for
-	 * longer than the timer (a debug kernel: 7) lets a few fire.
+	 * Unfixed: about 100, with the psock paused about once.  While it
+	 * is paused bytes wait in TCP, whose timer may ack them: a slow
+	 * reader (the 6.1 debug kernel: 19 of them over 24 pauses).
 	 */
-	ASSERT_LT(after - before, writes / 50);
+	ASSERT_LT(after - before, writes / 100 + pauses);
 	close(kcm);
 }
 
