@@ -555,24 +555,6 @@ TEST_DIFFERS(slow_reader_loses_nothing,
 	close(kcm);
 }
 
-/* rx_intr of the first psock of /proc/net/kcm_ext: the times it paused. */
-static long psock_pauses(void)
-{
-	FILE *f = fopen("/proc/net/kcm_ext", "r");
-	char line[4096], *p;
-	long r = -1;
-
-	if (!f)
-		return -1;
-	while (r < 0 && fgets(line, sizeof(line), f)) {
-		p = strstr(line, " rx_intr=");
-		if (!strncmp(line, "psock ", 6) && p)
-			r = strtol(p + 9, NULL, 10);
-	}
-	fclose(f);
-	return r;
-}
-
 /* Writes @len bytes to the non-blocking @fd, polling when it is full. */
 static int write_polled(int fd, const char *buf, size_t len)
 {
@@ -607,7 +589,7 @@ TEST_DIFFERS(small_writes_acked,
 {
 	int bufsz = 32 << 10, writes = 2000, n = 64, peer, local, kcm, w, i;
 	long before, after, pauses;
-	char chunk[64 * 64];
+	char chunk[64 * 64], line[4096];
 	int status;
 	pid_t pid;
 
@@ -639,7 +621,9 @@ TEST_DIFFERS(small_writes_acked,
 	}
 	status = kcm_wait_child(pid);
 	after = kcm_u_tcpext("DelayedACKs");
-	pauses = psock_pauses();
+	/* rx_intr: how often the psock paused */
+	ASSERT_OK(kcm_ext_find("psock", NULL, NULL, line, sizeof(line)));
+	pauses = kcm_ext_num(line, "rx_intr");
 	TH_LOG("%d writes, %ld delayed ACKs, %ld psock pauses, reader's status %d",
 	       writes, after - before, pauses, status);
 	ASSERT_EQ(status, 0);
