@@ -113,11 +113,16 @@ static struct kcm_psock *kcm_psock_alloc(struct kcm_mux *mux,
 	return psock;
 }
 
-/* Context: process context.  Frees the psock but not what it refers to. */
+/*
+ * Frees the psock but not what it refers to.  Its memory goes after a
+ * grace period: see kcm_tx_release().
+ *
+ * Context: process context.
+ */
 static void kcm_psock_free(struct kcm_psock *psock)
 {
 	kfree_skb(psock->rx_skb);
-	kfree(psock);
+	kfree_rcu(psock, rcu);
 }
 
 /*

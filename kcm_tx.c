@@ -34,6 +34,17 @@
  * gives its psock to the next waiter at a message boundary, so N senders
  * over M < N connections all make progress.
  *
+ * A socket whose queue is drained keeps its psock, idle (tx_hold is
+ * KCM_TX_IDLE), while nobody waits: its next send needs no mux lock.  A
+ * socket that needs a psock when none is free and nobody waits before it
+ * takes an idle one in its own call, under the mux lock; the holder and
+ * the taker race on tx_hold with cmpxchg() and the first to move it from
+ * KCM_TX_IDLE wins, so the holder never writes to a psock it lost (an
+ * idle holder has no message half written).  Before, the taker waited
+ * while the holder's tx work gave the psock up and its own wrote the
+ * message: two work items per handover when two sockets take turns on
+ * one connection.
+ *
  * A message addressed to a connection (KCM_CONN_ID, kcm_conn.c; not in
  * upstream Linux) needs that psock.  At the head of the queue it is a
  * message boundary, so the socket first gives up any other psock it
@@ -101,6 +112,39 @@ static void kcm_tx_kick(struct kcm_sock *kcm)
 }
 
 /*
+ * @kcm starts waiting on @list: mux->tx_waiters, or the tx_direct list of
+ * @want, the psock its next message is addressed to.  It takes a ticket.
+ *
+ * Context: mux->lock held.
+ */
+static void __kcm_tx_wait(struct kcm_sock *kcm, struct list_head *list,
+			  struct kcm_psock *want)
+{
+	struct kcm_mux *mux = kcm->mux;
+
+	lockdep_assert_held(&mux->lock);
+	list_add_tail(&kcm->tx_wait_node, list);
+	kcm->tx_waiting = true;
+	kcm->tx_want = want;
+	kcm->tx_wait_seq = mux->tx_wait_next++;
+	WRITE_ONCE(mux->tx_nwaiting, mux->tx_nwaiting + 1);
+}
+
+/* Context: mux->lock held.  @kcm stops waiting, if it waited. */
+static void __kcm_tx_unwait(struct kcm_sock *kcm)
+{
+	struct kcm_mux *mux = kcm->mux;
+
+	lockdep_assert_held(&mux->lock);
+	if (!kcm->tx_waiting)
+		return;
+	list_del_init(&kcm->tx_wait_node);
+	kcm->tx_waiting = false;
+	kcm->tx_want = NULL;
+	WRITE_ONCE(mux->tx_nwaiting, mux->tx_nwaiting - 1);
+}
+
+/*
  * @psock stopped transmitting or is going away: the sockets waiting for
  * it find that out in their tx work.
  *
@@ -112,9 +156,7 @@ static void __kcm_tx_wake_direct(struct kcm_psock *psock)
 
 	lockdep_assert_held(&psock->mux->lock);
 	list_for_each_entry_safe(kcm, tmp, &psock->tx_direct, tx_wait_node) {
-		list_del_init(&kcm->tx_wait_node);
-		kcm->tx_waiting = false;
-		kcm->tx_want = NULL;
+		__kcm_tx_unwait(kcm);
 		kcm_tx_kick(kcm);
 	}
 }
@@ -155,7 +197,56 @@ static void __kcm_tx_grant(struct kcm_sock *kcm, struct kcm_psock *psock)
 	lockdep_assert_held(&kcm->mux->lock);
 	kcm_stat_add(&psock->stats.reserved, 1);
 	psock->tx_kcm = kcm;
+	WRITE_ONCE(kcm->tx_hold, KCM_TX_ACTIVE);
 	WRITE_ONCE(kcm->tx_psock, psock);
+}
+
+/*
+ * Take @psock for @kcm from a socket that keeps it with nothing to send
+ * (KCM_TX_IDLE, kcm_tx_release()), so that the psock changes hands in
+ * the sender's own call rather than through the holder's tx work.  Only
+ * a psock nobody waits for is taken.  The holder finds out under its
+ * own socket lock, the next time it needs the psock (kcm_tx_claim()):
+ * whichever of the two moves tx_hold away from KCM_TX_IDLE first wins.
+ *
+ * Context: mux->lock held; @kcm holds no psock.
+ * Return: true when @psock is @kcm's now.
+ */
+static bool __kcm_tx_take(struct kcm_sock *kcm, struct kcm_psock *psock)
+{
+	struct kcm_sock *holder = psock->tx_kcm;
+
+	lockdep_assert_held(&kcm->mux->lock);
+	if (!holder || psock->tx_stopped || !list_empty(&psock->tx_direct))
+		return false;
+	if (cmpxchg(&holder->tx_hold, KCM_TX_IDLE, KCM_TX_TAKEN) !=
+	    KCM_TX_IDLE)
+		return false;
+	WRITE_ONCE(holder->tx_psock, NULL);
+	psock->tx_kcm = NULL;
+	kcm_stat_add(&psock->stats.unreserved, 1);
+	__kcm_tx_grant(kcm, psock);
+	return true;
+}
+
+/*
+ * The first psock whose holder keeps it idle, taken for @kcm, when no
+ * other socket waits for a psock (they were first).
+ *
+ * Context: mux->lock held; @kcm holds no psock.
+ */
+static struct kcm_psock *__kcm_tx_take_idle(struct kcm_sock *kcm)
+{
+	struct kcm_mux *mux = kcm->mux;
+	struct kcm_psock *psock;
+
+	lockdep_assert_held(&mux->lock);
+	if (mux->tx_nwaiting != (kcm->tx_waiting ? 1 : 0))
+		return NULL;
+	list_for_each_entry(psock, &mux->psocks, mux_node)
+		if (__kcm_tx_take(kcm, psock))
+			return psock;
+	return NULL;
 }
 
 /**
@@ -180,9 +271,7 @@ void __kcm_tx_psock_ready(struct kcm_mux *mux, struct kcm_psock *psock)
 		list_add_tail(&psock->tx_node, &mux->tx_idle);
 		return;
 	}
-	list_del_init(&kcm->tx_wait_node);
-	kcm->tx_waiting = false;
-	kcm->tx_want = NULL;
+	__kcm_tx_unwait(kcm);
 	__kcm_tx_grant(kcm, psock);
 	kcm_tx_kick(kcm);
 }
@@ -201,7 +290,8 @@ static void __kcm_tx_kick_idle_holders(struct kcm_mux *mux)
 	/* The waiter is listed before we look; pairs with kcm_tx_release(). */
 	smp_mb();
 	list_for_each_entry(psock, &mux->psocks, mux_node)
-		if (psock->tx_kcm && READ_ONCE(psock->tx_kcm->tx_idle_hold))
+		if (psock->tx_kcm &&
+		    READ_ONCE(psock->tx_kcm->tx_hold) == KCM_TX_IDLE)
 			kcm_tx_kick(psock->tx_kcm);
 }
 
@@ -222,15 +312,15 @@ static struct kcm_psock *__kcm_tx_reserve(struct kcm_sock *kcm)
 		__kcm_tx_grant(kcm, psock);
 		return psock;
 	}
-	if (kcm->tx_waiting && kcm->tx_want) {
-		list_del_init(&kcm->tx_wait_node);
-		kcm->tx_waiting = false;
-		kcm->tx_want = NULL;
+	if (kcm->tx_want)
+		__kcm_tx_unwait(kcm);
+	psock = __kcm_tx_take_idle(kcm);
+	if (psock) {
+		__kcm_tx_unwait(kcm);
+		return psock;
 	}
 	if (!kcm->tx_waiting) {
-		list_add_tail(&kcm->tx_wait_node, &mux->tx_waiters);
-		kcm->tx_waiting = true;
-		kcm->tx_wait_seq = mux->tx_wait_next++;
+		__kcm_tx_wait(kcm, &mux->tx_waiters, NULL);
 		__kcm_tx_kick_idle_holders(mux);
 	}
 	return NULL;
@@ -252,7 +342,7 @@ static void __kcm_tx_unreserve(struct kcm_sock *kcm)
 
 	kcm->tx_sent = 0;
 	WRITE_ONCE(kcm->tx_psock, NULL);
-	WRITE_ONCE(kcm->tx_idle_hold, false);
+	WRITE_ONCE(kcm->tx_hold, KCM_TX_ACTIVE);
 	psock->tx_kcm = NULL;
 	kcm_stat_add(&psock->stats.unreserved, 1);
 	__kcm_tx_psock_ready(kcm->mux, psock);
@@ -282,9 +372,7 @@ static struct kcm_psock *__kcm_tx_reserve_id(struct kcm_sock *kcm, u32 id)
 	if (kcm->tx_waiting) {
 		if (kcm->tx_want == psock)
 			return NULL;
-		list_del_init(&kcm->tx_wait_node);
-		kcm->tx_waiting = false;
-		kcm->tx_want = NULL;
+		__kcm_tx_unwait(kcm);
 	}
 	WARN_ON_ONCE(kcm->tx_offset);
 	__kcm_tx_unreserve(kcm);
@@ -294,15 +382,30 @@ static struct kcm_psock *__kcm_tx_reserve_id(struct kcm_sock *kcm, u32 id)
 		__kcm_tx_grant(kcm, psock);
 		return psock;
 	}
-	list_add_tail(&kcm->tx_wait_node, &psock->tx_direct);
-	kcm->tx_waiting = true;
-	kcm->tx_want = psock;
-	kcm->tx_wait_seq = mux->tx_wait_next++;
+	if (!mux->tx_nwaiting && __kcm_tx_take(kcm, psock))
+		return psock;
+	__kcm_tx_wait(kcm, &psock->tx_direct, psock);
 	/* A holder with nothing to send lets go; see kcm_tx_release(). */
 	smp_mb();
-	if (psock->tx_kcm && READ_ONCE(psock->tx_kcm->tx_idle_hold))
+	if (psock->tx_kcm && READ_ONCE(psock->tx_kcm->tx_hold) == KCM_TX_IDLE)
 		kcm_tx_kick(psock->tx_kcm);
 	return NULL;
+}
+
+/*
+ * Make sure the psock we keep is still ours before we use it: while we
+ * held it idle, another socket may have taken it (__kcm_tx_take()).
+ *
+ * Context: lock_sock(kcm) held, with kcm->tx_psock read before.
+ * Return: true when that psock is ours, now in use.
+ */
+static bool kcm_tx_claim(struct kcm_sock *kcm)
+{
+	int hold = READ_ONCE(kcm->tx_hold);
+
+	if (hold == KCM_TX_IDLE)
+		hold = cmpxchg(&kcm->tx_hold, KCM_TX_IDLE, KCM_TX_ACTIVE);
+	return hold != KCM_TX_TAKEN;
 }
 
 /*
@@ -320,12 +423,13 @@ static struct kcm_psock *kcm_tx_reserve(struct kcm_sock *kcm,
 
 	sock_owned_by_me(&kcm->sk);
 	psock = READ_ONCE(kcm->tx_psock);
-	if (psock && (!to->directed || psock->index == to->conn_id)) {
-		if (kcm->tx_idle_hold)
-			WRITE_ONCE(kcm->tx_idle_hold, false);
+	if (psock && kcm_tx_claim(kcm) &&
+	    (!to->directed || psock->index == to->conn_id))
 		return psock;
-	}
 
+	/* Taken from us: the next psock gets a quantum of its own. */
+	if (READ_ONCE(kcm->tx_hold) == KCM_TX_TAKEN)
+		kcm->tx_sent = 0;
 	spin_lock_bh(&kcm->mux->lock);
 	if (to->directed)
 		psock = __kcm_tx_reserve_id(kcm, to->conn_id);
@@ -336,25 +440,38 @@ static struct kcm_psock *kcm_tx_reserve(struct kcm_sock *kcm,
 }
 
 /*
- * The queue is drained.  While no socket waits for a psock, keep ours:
- * the next send then needs no mux lock.  A socket that starts waiting
- * kicks our tx work, which comes back here and gives the psock up.
+ * The queue is drained.  While no socket waits for a psock, keep ours,
+ * idle: the next send then needs no mux lock, and a socket that needs a
+ * psock may take it in its own call (__kcm_tx_take()).  A socket that
+ * starts waiting instead (it came after others) kicks our tx work, which
+ * comes back here and gives the psock up.
+ *
+ * Once idle the psock may be taken, and then unattached and freed, at any
+ * moment: we look at it under RCU (kcm_psock_free()).
  *
  * Context: lock_sock(kcm) held; may take mux->lock.
  */
 static void kcm_tx_release(struct kcm_sock *kcm)
 {
-	struct kcm_psock *psock = READ_ONCE(kcm->tx_psock);
 	struct kcm_mux *mux = kcm->mux;
+	struct kcm_psock *psock;
+	bool wanted = false;
+	int hold;
 
 	sock_owned_by_me(&kcm->sk);
-	if (!psock)
-		return;
-
-	WRITE_ONCE(kcm->tx_idle_hold, true);
-	/* Pairs with __kcm_tx_kick_idle_holders(), __kcm_tx_reserve_id(). */
-	smp_mb();
-	if (!kcm_tx_psock_wanted(mux, psock))
+	rcu_read_lock();
+	psock = READ_ONCE(kcm->tx_psock);
+	hold = READ_ONCE(kcm->tx_hold);
+	if (psock && hold != KCM_TX_TAKEN) {
+		/* Only we leave KCM_TX_ACTIVE; others only KCM_TX_IDLE. */
+		if (hold == KCM_TX_ACTIVE)
+			WRITE_ONCE(kcm->tx_hold, KCM_TX_IDLE);
+		/* Pairs with __kcm_tx_kick_idle_holders() and friends. */
+		smp_mb();
+		wanted = kcm_tx_psock_wanted(mux, psock);
+	}
+	rcu_read_unlock();
+	if (!wanted)
 		return;
 
 	spin_lock_bh(&mux->lock);
@@ -843,7 +960,7 @@ static void kcm_tx_fail(struct kcm_sock *kcm, struct kcm_psock *psock,
 	__kcm_tx_wake_direct(psock);
 	psock->tx_kcm = NULL;
 	WRITE_ONCE(kcm->tx_psock, NULL);
-	WRITE_ONCE(kcm->tx_idle_hold, false);
+	WRITE_ONCE(kcm->tx_hold, KCM_TX_ACTIVE);
 	kcm->tx_sent = 0;
 	kcm_stat_add(&psock->stats.unreserved, 1);
 	spin_unlock_bh(&mux->lock);
@@ -1108,7 +1225,7 @@ void kcm_psock_tx_detach(struct kcm_psock *psock)
 			kcm_stat_add(&psock->stats.unreserved, 1);
 			psock->tx_kcm = NULL;
 			WRITE_ONCE(kcm->tx_psock, NULL);
-			WRITE_ONCE(kcm->tx_idle_hold, false);
+			WRITE_ONCE(kcm->tx_hold, KCM_TX_ACTIVE);
 			kcm->tx_offset = 0;
 			kcm_tx_kick(kcm);
 		}
@@ -1532,16 +1649,12 @@ void kcm_tx_sock_leave(struct kcm_sock *kcm)
 	sock_owned_by_me(sk);
 	kcm->tx_closing = true;
 	spin_lock_bh(&mux->lock);
-	if (kcm->tx_waiting) {
-		list_del_init(&kcm->tx_wait_node);
-		kcm->tx_waiting = false;
-		kcm->tx_want = NULL;
-	}
+	__kcm_tx_unwait(kcm);
 	psock = kcm->tx_psock;
 	if (psock && kcm->tx_offset) {
 		dropped = __kcm_tx_orphan(kcm, psock);
 		WRITE_ONCE(kcm->tx_psock, NULL);
-		WRITE_ONCE(kcm->tx_idle_hold, false);
+		WRITE_ONCE(kcm->tx_hold, KCM_TX_ACTIVE);
 		psock->tx_kcm = NULL;
 		kcm_stat_add(&psock->stats.unreserved, 1);
 	}

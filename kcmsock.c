@@ -73,7 +73,10 @@
  * the mux lock.  A KCM socket writes to its reserved psock under its own
  * socket lock, and the psock can only be taken from it by the socket
  * itself or by unattach, which first takes that socket's lock; so a
- * reserved psock stays valid while its socket's lock is held.  A socket
+ * reserved psock stays valid while its socket's lock is held.  The one
+ * exception is a psock kept idle with nothing to send, which another
+ * socket may take; the holder claims it back with cmpxchg() on tx_hold
+ * before each use (kcm_tx.c, "Reservation").  A socket
  * whose next message is addressed to one connection (kcm_conn.c) gives
  * its psock up before it waits on that psock's tx_direct list under the
  * mux lock; the waiting rules are at the top of kcm_tx.c.

@@ -2,14 +2,18 @@
 /*
  * KCM transmit path: message boundaries for both socket types, batching,
  * large messages, copy faults, backpressure and poll, many senders over
- * few connections, failover, unattach while reserved, close, sendfile and
- * request/response on one mux.
+ * few connections, sockets taking turns on one connection, failover,
+ * unattach while reserved, close, sendfile and request/response on one
+ * mux.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/sendfile.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/uio.h>
 
@@ -460,6 +464,152 @@ TEST(send_many_over_few)
 		ASSERT_GE(wait(&status), 0);
 		ASSERT_EQ(count[i], MSGS);
 	}
+	close(kcm);
+}
+
+#define TRACEFS		"/sys/kernel/tracing"
+#define WQ_INSTANCE	TRACEFS "/instances/kcm_send"
+#define WQ_EVENT	WQ_INSTANCE "/events/workqueue/workqueue_execute_start"
+
+static int put_str(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY | O_TRUNC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = write(fd, val, strlen(val));
+	close(fd);
+	return n == (ssize_t)strlen(val) ? 0 : -1;
+}
+
+/*
+ * Record which work items run, in a tracefs instance of our own (mounted
+ * when it is not).  Return: 0, or -1 when the kernel cannot trace them.
+ */
+static int work_trace_start(void)
+{
+	if (access(TRACEFS "/trace", F_OK) &&
+	    mount("tracefs", TRACEFS, "tracefs", 0, NULL))
+		return -1;
+	rmdir(WQ_INSTANCE);
+	if (mkdir(WQ_INSTANCE, 0700))
+		return -1;
+	if (put_str(WQ_EVENT "/enable", "1")) {
+		rmdir(WQ_INSTANCE);
+		return -1;
+	}
+	return 0;
+}
+
+/* Stop recording: how many times did a work item run @fn? */
+static int work_trace_count(const char *fn)
+{
+	char line[512];
+	int n = 0;
+	FILE *f;
+
+	put_str(WQ_EVENT "/enable", "0");
+	f = fopen(WQ_INSTANCE "/trace", "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		n += line[0] != '#' && strstr(line, fn);
+	fclose(f);
+	rmdir(WQ_INSTANCE);
+	return n;
+}
+
+/*
+ * Two sockets of one mux take turns on one connection.  The one that
+ * sent last keeps the psock with nothing to send; the other takes it in
+ * its own send(): no work item hands the psock over or writes the
+ * message, and every message is at the peer (over loopback) when send()
+ * returns.
+ */
+TEST(send_turns_handover)
+{
+	enum { MSGS = 200 };
+	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+	int fds[2] = { kcm, kcm_u_clone(kcm) }, i, late = 0, queued, works;
+	ssize_t len;
+
+	ASSERT_GE(fds[1], 0);
+	if (work_trace_start())
+		SKIP(return, "cannot trace workqueue_execute_start: %s",
+		     strerror(errno));
+	for (i = 0; i < MSGS; i++) {
+		len = send_msg(fds[i % 2], 40, i, 0);
+		ASSERT_EQ(len, KCM_U_HDR + 40);
+		ASSERT_OK(ioctl(peer, FIONREAD, &queued));
+		if (queued < len)
+			late++;
+		ASSERT_EQ(tcp_read_msg(peer, sbuf, sizeof(sbuf)), i);
+	}
+	works = work_trace_count("kcm_tx_work");
+	TH_LOG("%d messages: %d late, kcm_tx_work ran %d times", MSGS, late,
+	       works);
+	ASSERT_EQ(late, 0);
+	ASSERT_EQ(works, 0);
+	close(fds[1]);
+	close(kcm);
+}
+
+struct turn_sender {
+	int fd;
+	int id;
+	int fail;
+};
+
+static void *turn_sender(void *arg)
+{
+	static const size_t sizes[] = { 20, 300, 4000, 70000 };
+	struct turn_sender *t = arg;
+	static char msgs[2][80000];
+	char *msg = msgs[t->id];
+	size_t len;
+	int i;
+
+	for (i = 0; i < 3000; i++) {
+		len = kcm_u_msg_build(msg, sizes[(i + t->id) % 4],
+				      (t->id << 16) | i);
+		if (send(t->fd, msg, len, 0) != (ssize_t)len) {
+			t->fail = errno ? errno : -1;
+			break;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * Two sockets send at once over one connection, small messages and
+ * messages that take several TCP writes: while one holds the psock idle
+ * the other takes it, and a holder that lost it must not write to it.
+ * Every message arrives whole, each sender's in order.
+ */
+TEST(send_turns_race)
+{
+	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+	struct turn_sender t[2] = { { kcm, 0, 0 }, { kcm_u_clone(kcm), 1, 0 } };
+	pthread_t th[2];
+	int next[2] = { 0 }, i;
+	long seq;
+
+	ASSERT_GE(t[1].fd, 0);
+	for (i = 0; i < 2; i++)
+		ASSERT_OK(-pthread_create(&th[i], NULL, turn_sender, &t[i]));
+	for (i = 0; i < 2 * 3000; i++) {
+		seq = tcp_read_msg(peer, sbuf, sizeof(sbuf));
+		ASSERT_GE(seq, 0);
+		ASSERT_TRUE((seq >> 16) < 2);
+		ASSERT_EQ(seq & 0xffff, next[seq >> 16]);
+		next[seq >> 16]++;
+	}
+	for (i = 0; i < 2; i++) {
+		pthread_join(th[i], NULL);
+		ASSERT_EQ(t[i].fail, 0);
+	}
+	close(t[1].fd);
 	close(kcm);
 }
 

@@ -162,6 +162,9 @@ struct kcm_net {
  *	(struct kcm_sock.tx_wait_node)
  * @tx_wait_next: ticket of the next socket that starts waiting, so that
  *	waiters for any psock and for one psock are served in order
+ * @tx_nwaiting: sockets waiting for a psock, on @tx_waiters or on a
+ *	psock's tx_direct; written under @lock, read locklessly by holders
+ *	that may keep theirs (kcm_tx_release())
  * @stats: totals of the KCM sockets that have left the mux
  * @mstats: events of the mux
  * @psock_stats: totals of the psocks that have been unattached
@@ -186,6 +189,7 @@ struct kcm_mux {
 	struct list_head tx_idle;
 	struct list_head tx_waiters;
 	u64 tx_wait_next;
+	unsigned int tx_nwaiting;
 	struct kcm_msg_stats stats;
 	struct kcm_mux_stats mstats;
 	struct kcm_psock_stats psock_stats;
@@ -279,6 +283,8 @@ struct kcm_parser {
  * @tx_orphan_off: bytes of @tx_orphan already written
  * @tx_work: writes @tx_orphan
  * @stats: counters
+ * @rcu: deferred free: a socket that kept the psock idle may still look
+ *	at @tx_direct after another took the psock (kcm_tx_release())
  */
 struct kcm_psock {
 	struct kcm_mux *mux;
@@ -330,6 +336,7 @@ struct kcm_psock {
 	struct work_struct tx_work;
 
 	struct kcm_psock_stats stats;
+	struct rcu_head rcu;
 };
 
 /**
@@ -496,6 +503,13 @@ static inline unsigned int kcm_tx_nmsgs(struct sk_buff *skb)
 	return kcm_tx_msg(skb)->pack ? kcm_tx_msg(skb)->nmsgs : 1;
 }
 
+/* How a KCM socket holds its reserved psock (struct kcm_sock.tx_hold). */
+enum {
+	KCM_TX_ACTIVE,
+	KCM_TX_IDLE,
+	KCM_TX_TAKEN,
+};
+
 /**
  * struct kcm_sock - one KCM socket
  * @sk: the socket; must stay first
@@ -509,17 +523,20 @@ static inline unsigned int kcm_tx_nmsgs(struct sk_buff *skb)
  * @rx_conn_id: KCM_RECV_CONN_ID; READ_ONCE/WRITE_ONCE
  * @rx_batch: KCM_RECV_BATCH, the most messages one read returns (0 and 1:
  *	one); READ_ONCE/WRITE_ONCE
- * @tx_psock: the psock reserved to this socket; under @mux->lock, and
- *	only this socket (under lock_sock()) or unattach (holding
- *	lock_sock() of this socket) take it away
+ * @tx_psock: the psock reserved to this socket; under @mux->lock.  Only
+ *	this socket (under lock_sock()) or unattach (holding lock_sock() of
+ *	this socket) take it away, except while @tx_hold is KCM_TX_IDLE:
+ *	then another socket may take it (see @tx_hold)
  * @tx_wait_node: entry on @mux->tx_waiters, or on @tx_want->tx_direct,
  *	while @tx_waiting
  * @tx_waiting: waiting for a psock; under @mux->lock
  * @tx_want: the psock waited for when the message is addressed to one;
  *	under @mux->lock
  * @tx_wait_seq: ticket taken from @mux->tx_wait_next; under @mux->lock
- * @tx_idle_hold: keeps @tx_psock with nothing to send (no one waited);
- *	written under lock_sock() or @mux->lock, read by waiters
+ * @tx_hold: how @tx_psock is held: KCM_TX_ACTIVE (in use, or none),
+ *	KCM_TX_IDLE (kept with nothing to send: a socket that needs a psock
+ *	may take it), KCM_TX_TAKEN (taken; @tx_psock is NULL).  Changed with
+ *	cmpxchg() between IDLE and the others; see kcm_tx.c, "Reservation"
  * @tx_closing: the socket is being released; under lock_sock()
  * @tx_partial: the message being built (MSG_MORE, SEQPACKET without
  *	MSG_EOR); under lock_sock()
@@ -548,7 +565,7 @@ struct kcm_sock {
 	bool tx_waiting;
 	struct kcm_psock *tx_want;
 	u64 tx_wait_seq;
-	bool tx_idle_hold;
+	int tx_hold;
 	bool tx_closing;
 	struct sk_buff *tx_partial;
 	struct page_frag_cache tx_frag;
