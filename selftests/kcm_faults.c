@@ -16,18 +16,6 @@
 
 #define DBG	"/sys/kernel/debug"
 
-static int write_str(const char *path, const char *val)
-{
-	int fd = open(path, O_WRONLY);
-	ssize_t n;
-
-	if (fd < 0)
-		return -1;
-	n = write(fd, val, strlen(val));
-	close(fd);
-	return n == (ssize_t)strlen(val) ? 0 : -1;
-}
-
 /* Faults for tasks that ask for them, @percent of the time. */
 static int faults_setup(const char *attr, int percent)
 {
@@ -41,12 +29,12 @@ static int faults_setup(const char *attr, int percent)
 
 	for (i = 0; i < ARRAY_SIZE(knobs); i++) {
 		snprintf(path, sizeof(path), DBG "/%s/%s", attr, knobs[i][0]);
-		if (write_str(path, knobs[i][1]) && i < 5)
+		if (kcm_write_str(path, knobs[i][1]) && i < 5)
 			return -1;
 	}
 	snprintf(path, sizeof(path), DBG "/%s/probability", attr);
 	snprintf(val, sizeof(val), "%d", percent);
-	return write_str(path, val);
+	return kcm_write_str(path, val);
 }
 
 /*
@@ -59,7 +47,7 @@ static void faults_on(int on)
 	int i;
 
 	for (i = 0; i < 1000; i++)
-		if (!write_str("/proc/thread-self/make-it-fail", on ? "1" : "0") ||
+		if (!kcm_write_str("/proc/thread-self/make-it-fail", on ? "1" : "0") ||
 		    on)
 			return;
 	TH_LOG("could not turn fault injection off");
@@ -154,8 +142,8 @@ next:
 		close(local);
 	}
 	faults_on(0);
-	write_str(DBG "/failslab/probability", "0");
-	write_str(DBG "/fail_page_alloc/probability", "0");
+	kcm_write_str(DBG "/failslab/probability", "0");
+	kcm_write_str(DBG "/fail_page_alloc/probability", "0");
 	printf("# faults: %d messages acknowledged and delivered, %d calls failed cleanly\n",
 	       sent, failed);
 	ASSERT_GE(sent, 1);

@@ -10,12 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
+#include <unistd.h>
 #include <linux/kcm.h>	/* this tree's include/uapi first (see Makefile) */
 
 #include "kcm_test.h"
 #include "kcm_util.h"
 
+#define KCM_TRACEFS	"/sys/kernel/tracing"
 #define KCM_PROC_MAX_MUX 1024
 #define KCM_CMD_WORDS	32	/* of a kcm_cmd() command line */
 
@@ -218,6 +221,27 @@ static inline long long kcm_ext_num(const char *line, const char *key)
 	if (kcm_ext_str(line, key, val, sizeof(val)))
 		return -1;
 	return strtoll(val, NULL, 10);
+}
+
+/* Writes @val to the knob @path (procfs, debugfs, tracefs): 0 or -1. */
+static inline int kcm_write_str(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = write(fd, val, strlen(val));
+	close(fd);
+	return n == (ssize_t)strlen(val) ? 0 : -1;
+}
+
+/* Mounts tracefs on KCM_TRACEFS unless it is there: 0, or -1 (errno). */
+static inline int kcm_tracefs_mount(void)
+{
+	if (!access(KCM_TRACEFS "/trace", F_OK))
+		return 0;
+	return mount("tracefs", KCM_TRACEFS, "tracefs", 0, NULL);
 }
 
 /* Runs the rest of the test in a network namespace of its own. */

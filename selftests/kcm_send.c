@@ -11,7 +11,6 @@
 #include <pthread.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <sys/mount.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -467,21 +466,8 @@ TEST(send_many_over_few)
 	close(kcm);
 }
 
-#define TRACEFS		"/sys/kernel/tracing"
-#define WQ_INSTANCE	TRACEFS "/instances/kcm_send"
+#define WQ_INSTANCE	KCM_TRACEFS "/instances/kcm_send"
 #define WQ_EVENT	WQ_INSTANCE "/events/workqueue/workqueue_execute_start"
-
-static int put_str(const char *path, const char *val)
-{
-	int fd = open(path, O_WRONLY | O_TRUNC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -1;
-	n = write(fd, val, strlen(val));
-	close(fd);
-	return n == (ssize_t)strlen(val) ? 0 : -1;
-}
 
 /*
  * Record which work items run, in a tracefs instance of our own (mounted
@@ -489,13 +475,12 @@ static int put_str(const char *path, const char *val)
  */
 static int work_trace_start(void)
 {
-	if (access(TRACEFS "/trace", F_OK) &&
-	    mount("tracefs", TRACEFS, "tracefs", 0, NULL))
+	if (kcm_tracefs_mount())
 		return -1;
 	rmdir(WQ_INSTANCE);
 	if (mkdir(WQ_INSTANCE, 0700))
 		return -1;
-	if (put_str(WQ_EVENT "/enable", "1")) {
+	if (kcm_write_str(WQ_EVENT "/enable", "1")) {
 		rmdir(WQ_INSTANCE);
 		return -1;
 	}
@@ -509,7 +494,7 @@ static int work_trace_count(const char *fn)
 	int n = 0;
 	FILE *f;
 
-	put_str(WQ_EVENT "/enable", "0");
+	kcm_write_str(WQ_EVENT "/enable", "0");
 	f = fopen(WQ_INSTANCE "/trace", "r");
 	if (!f)
 		return -1;

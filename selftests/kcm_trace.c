@@ -15,12 +15,11 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <limits.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 
 #include "kcm_data.h"
 
-#define TRACEFS		"/sys/kernel/tracing"
+#define TRACEFS		KCM_TRACEFS
 #define INSTANCE	TRACEFS "/instances/kcm_selftest"
 #define EV_MAX		4096
 #define NO_FIELD	LLONG_MIN
@@ -35,18 +34,6 @@ static struct ev evs[EV_MAX];
 static int nevs;
 static char rbuf[1 << 16];
 
-static int write_str(const char *path, const char *val)
-{
-	int fd = open(path, O_WRONLY | O_TRUNC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -1;
-	n = write(fd, val, strlen(val));
-	close(fd);
-	return n == (ssize_t)strlen(val) ? 0 : -1;
-}
-
 static int is_dir(const char *path)
 {
 	struct stat st;
@@ -60,8 +47,7 @@ static int is_dir(const char *path)
  */
 static void trace_start(void)
 {
-	if (access(TRACEFS "/trace", F_OK) &&
-	    mount("tracefs", TRACEFS, "tracefs", 0, NULL))
+	if (kcm_tracefs_mount())
 		SKIP(return, "tracefs unavailable: mount on %s: %s", TRACEFS,
 		     strerror(errno));
 	if (!is_dir(TRACEFS "/events"))
@@ -74,10 +60,10 @@ static void trace_start(void)
 	/* Left behind by a test that failed. */
 	rmdir(INSTANCE);
 	ASSERT_OK(mkdir(INSTANCE, 0700));
-	ASSERT_OK(write_str(INSTANCE "/buffer_size_kb", "512"));
+	ASSERT_OK(kcm_write_str(INSTANCE "/buffer_size_kb", "512"));
 	/* One order of events across CPUs. */
-	ASSERT_OK(write_str(INSTANCE "/trace_clock", "global"));
-	ASSERT_OK(write_str(INSTANCE "/events/kcm/enable", "1"));
+	ASSERT_OK(kcm_write_str(INSTANCE "/trace_clock", "global"));
+	ASSERT_OK(kcm_write_str(INSTANCE "/events/kcm/enable", "1"));
 }
 
 /* One line of the trace: "comm-pid [cpu] flags ts: kcm_name: args". */
@@ -109,7 +95,7 @@ static void trace_stop(void)
 	char line[512];
 	FILE *f;
 
-	ASSERT_OK(write_str(INSTANCE "/events/kcm/enable", "0"));
+	ASSERT_OK(kcm_write_str(INSTANCE "/events/kcm/enable", "0"));
 	f = fopen(INSTANCE "/trace", "r");
 	ASSERT_TRUE(f);
 	nevs = 0;
