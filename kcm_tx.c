@@ -112,6 +112,53 @@ static void kcm_tx_kick(struct kcm_sock *kcm)
 }
 
 /*
+ * @kcm can write now (a psock was granted to it, or its TCP socket has
+ * room).  If its owner is in sendmsg() with the socket locked, it writes
+ * before it lets go (kcm_tx_call_leave()): no work item, and no work item
+ * waiting for the socket lock the owner holds.  Otherwise tx_work writes.
+ *
+ * Context: mux->lock held.
+ */
+static void __kcm_tx_owe(struct kcm_sock *kcm)
+{
+	lockdep_assert_held(&kcm->mux->lock);
+	WRITE_ONCE(kcm->tx_owed, true);
+	/* Pairs with kcm_tx_call_leave(). */
+	smp_mb();
+	if (!READ_ONCE(kcm->tx_in_call))
+		kcm_tx_kick(kcm);
+}
+
+/*
+ * The owner of @kcm starts writing for itself (sendmsg() with the socket
+ * locked): what becomes writable is left to it (__kcm_tx_owe()).
+ *
+ * Context: lock_sock(kcm) held.
+ */
+static void kcm_tx_call_enter(struct kcm_sock *kcm)
+{
+	WRITE_ONCE(kcm->tx_in_call, true);
+}
+
+/*
+ * The owner of @kcm stops writing for itself: before it lets the socket
+ * go (or sleeps), did it become writable without a kick?
+ *
+ * Context: lock_sock(kcm) held.
+ * Return: true when the caller must push.
+ */
+static bool kcm_tx_call_leave(struct kcm_sock *kcm)
+{
+	WRITE_ONCE(kcm->tx_in_call, false);
+	/* Pairs with __kcm_tx_owe(). */
+	smp_mb();
+	if (!READ_ONCE(kcm->tx_owed))
+		return false;
+	WRITE_ONCE(kcm->tx_owed, false);
+	return true;
+}
+
+/*
  * @kcm starts waiting on @list: mux->tx_waiters, or the tx_direct list of
  * @want, the psock its next message is addressed to.  It takes a ticket.
  *
@@ -273,7 +320,7 @@ void __kcm_tx_psock_ready(struct kcm_mux *mux, struct kcm_psock *psock)
 	}
 	__kcm_tx_unwait(kcm);
 	__kcm_tx_grant(kcm, psock);
-	kcm_tx_kick(kcm);
+	__kcm_tx_owe(kcm);
 }
 
 /*
@@ -1018,6 +1065,7 @@ static void kcm_tx_push(struct kcm_sock *kcm)
 	int err;
 
 	sock_owned_by_me(&kcm->sk);
+	WRITE_ONCE(kcm->tx_owed, false);
 	while ((skb = skb_peek(queue))) {
 		psock = kcm_tx_reserve(kcm, skb);
 		if (IS_ERR(psock)) {
@@ -1071,7 +1119,7 @@ static void kcm_psock_tx_wake(struct kcm_psock *psock)
 	if (psock->tx_orphan)
 		queue_work(system_wq, &psock->tx_work);
 	else if (psock->tx_kcm)
-		kcm_tx_kick(psock->tx_kcm);
+		__kcm_tx_owe(psock->tx_kcm);
 	spin_unlock_bh(&mux->lock);
 }
 
@@ -1280,12 +1328,18 @@ static int kcm_tx_wait_room(struct kcm_sock *kcm, size_t len, long *timeo)
 		if (signal_pending(current))
 			return sock_intr_errno(*timeo);
 
+		/* Asleep, we leave writing to tx_work. */
+		if (kcm_tx_call_leave(kcm)) {
+			kcm_tx_call_enter(kcm);
+			continue;
+		}
 		sk_set_bit(SOCKWQ_ASYNC_NOSPACE, sk);
 		set_bit(SOCK_NOSPACE, &sk->sk_socket->flags);
 		add_wait_queue(sk_sleep(sk), &wait);
 		sk_wait_event(sk, timeo, kcm_tx_has_room(kcm, len) ||
 			      READ_ONCE(sk->sk_err), &wait);
 		remove_wait_queue(sk_sleep(sk), &wait);
+		kcm_tx_call_enter(kcm);
 	}
 	return 0;
 }
@@ -1545,6 +1599,7 @@ int kcm_tx_sendmsg(struct socket *sock, struct msghdr *msg, size_t len,
 		eor = !!(flags & MSG_EOR);
 	timeo = sock_sndtimeo(sk, flags & MSG_DONTWAIT);
 	lock_sock(sk);
+	kcm_tx_call_enter(kcm);
 	err = sock_error(sk);
 	if (!err)
 		err = kcm_tx_check_size(kcm, len);
@@ -1570,6 +1625,8 @@ int kcm_tx_sendmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	err = len;
 out:
 	kcm_tx_call_end(kcm, flags, eor && err >= 0, err < 0);
+	if (kcm_tx_call_leave(kcm))
+		kcm_tx_push(kcm);
 	release_sock(sk);
 	return err;
 }

@@ -538,6 +538,12 @@ enum {
  *	may take it), KCM_TX_TAKEN (taken; @tx_psock is NULL).  Changed with
  *	cmpxchg() between IDLE and the others; see kcm_tx.c, "Reservation"
  * @tx_closing: the socket is being released; under lock_sock()
+ * @tx_in_call: the owner is in sendmsg() with the socket locked, and
+ *	pushes before it lets go when @tx_owed; written under lock_sock(),
+ *	read under @mux->lock
+ * @tx_owed: the socket became writable (a psock granted, TCP room) while
+ *	@tx_in_call, so tx_work was not kicked; set under @mux->lock,
+ *	cleared under lock_sock()
  * @tx_partial: the message being built (MSG_MORE, SEQPACKET without
  *	MSG_EOR); under lock_sock()
  * @tx_frag: where small messages are carved from; under lock_sock()
@@ -567,6 +573,8 @@ struct kcm_sock {
 	u64 tx_wait_seq;
 	int tx_hold;
 	bool tx_closing;
+	bool tx_in_call;
+	bool tx_owed;
 	struct sk_buff *tx_partial;
 	struct page_frag_cache tx_frag;
 	unsigned int tx_offset;
