@@ -66,9 +66,11 @@
  * Writes to TCP happen in process context only, in the sender's sendmsg()
  * or in kcm->tx_work, with MSG_DONTWAIT: when TCP's send buffer is full
  * the write stops and the TCP socket's write_space callback kicks
- * tx_work.  A failed write stops transmission on that psock, posts the
- * error on its TCP socket and sends the whole message again on another
- * psock.  With no psock left, messages wait on the KCM socket and its
+ * tx_work.  A socket that becomes writable (TCP room, a psock granted)
+ * while its owner is in sendmsg() holding it is not kicked: the owner
+ * writes before it lets the socket go (tx_in_call, tx_owed).  A failed
+ * write stops transmission on that psock, posts the error on its TCP
+ * socket and sends the whole message again on another psock.  With no psock left, messages wait on the KCM socket and its
  * send buffer applies backpressure.
  */
 
@@ -1330,7 +1332,9 @@ static int kcm_tx_wait_room(struct kcm_sock *kcm, size_t len, long *timeo)
 
 		/* Asleep, we leave writing to tx_work. */
 		if (kcm_tx_call_leave(kcm)) {
+			/* Writable meanwhile: write, then look again. */
 			kcm_tx_call_enter(kcm);
+			kcm_tx_push(kcm);
 			continue;
 		}
 		sk_set_bit(SOCKWQ_ASYNC_NOSPACE, sk);

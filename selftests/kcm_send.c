@@ -570,9 +570,11 @@ static void *turn_sender(void *arg)
  * Two sockets send at once over one connection, small messages and
  * messages that take several TCP writes: while one holds the psock idle
  * the other takes it, and a holder that lost it must not write to it.
- * Every message arrives whole, each sender's in order.
+ * With @sndbuf, the senders also sleep for send buffer room while the
+ * psock is handed to them.  Every message arrives whole, each sender's
+ * in order.
  */
-TEST(send_turns_race)
+static void turns_race(int sndbuf)
 {
 	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
 	struct turn_sender t[2] = { { kcm, 0, 0 }, { kcm_u_clone(kcm), 1, 0 } };
@@ -581,6 +583,9 @@ TEST(send_turns_race)
 	long seq;
 
 	ASSERT_GE(t[1].fd, 0);
+	for (i = 0; sndbuf && i < 2; i++)
+		ASSERT_OK(setsockopt(t[i].fd, SOL_SOCKET, SO_SNDBUF, &sndbuf,
+				     sizeof(sndbuf)));
 	for (i = 0; i < 2; i++)
 		ASSERT_OK(-pthread_create(&th[i], NULL, turn_sender, &t[i]));
 	for (i = 0; i < 2 * 3000; i++) {
@@ -596,6 +601,16 @@ TEST(send_turns_race)
 	}
 	close(t[1].fd);
 	close(kcm);
+}
+
+TEST(send_turns_race)
+{
+	turns_race(0);
+}
+
+TEST(send_turns_race_small_sndbuf)
+{
+	turns_race(4096);
 }
 
 /* A connection that breaks: its TCP socket gets the error, the message
