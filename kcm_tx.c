@@ -70,8 +70,9 @@
  * while its owner is in sendmsg() holding it is not kicked: the owner
  * writes before it lets the socket go (tx_in_call, tx_owed).  A failed
  * write stops transmission on that psock, posts the error on its TCP
- * socket and sends the whole message again on another psock.  With no psock left, messages wait on the KCM socket and its
- * send buffer applies backpressure.
+ * socket and sends the whole message again on another psock.  With no
+ * psock left, messages wait on the KCM socket and its send buffer
+ * applies backpressure.
  */
 
 #include <linux/bvec.h>
