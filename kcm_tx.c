@@ -177,7 +177,7 @@ static void __kcm_tx_wait(struct kcm_sock *kcm, struct list_head *list,
 	kcm->tx_waiting = true;
 	kcm->tx_want = want;
 	kcm->tx_wait_seq = mux->tx_wait_next++;
-	WRITE_ONCE(mux->tx_nwaiting, mux->tx_nwaiting + 1);
+	mux->tx_nwaiting++;
 }
 
 /* Context: mux->lock held.  @kcm stops waiting, if it waited. */
@@ -191,7 +191,7 @@ static void __kcm_tx_unwait(struct kcm_sock *kcm)
 	list_del_init(&kcm->tx_wait_node);
 	kcm->tx_waiting = false;
 	kcm->tx_want = NULL;
-	WRITE_ONCE(mux->tx_nwaiting, mux->tx_nwaiting - 1);
+	mux->tx_nwaiting--;
 }
 
 /*

@@ -163,8 +163,8 @@ struct kcm_net {
  * @tx_wait_next: ticket of the next socket that starts waiting, so that
  *	waiters for any psock and for one psock are served in order
  * @tx_nwaiting: sockets waiting for a psock, on @tx_waiters or on a
- *	psock's tx_direct; written under @lock, read locklessly by holders
- *	that may keep theirs (kcm_tx_release())
+ *	psock's tx_direct, so that one taking an idle psock knows it is not
+ *	jumping the queue; under @lock
  * @stats: totals of the KCM sockets that have left the mux
  * @mstats: events of the mux
  * @psock_stats: totals of the psocks that have been unattached
@@ -535,8 +535,9 @@ enum {
  * @tx_wait_seq: ticket taken from @mux->tx_wait_next; under @mux->lock
  * @tx_hold: how @tx_psock is held: KCM_TX_ACTIVE (in use, or none),
  *	KCM_TX_IDLE (kept with nothing to send: a socket that needs a psock
- *	may take it), KCM_TX_TAKEN (taken; @tx_psock is NULL).  Changed with
- *	cmpxchg() between IDLE and the others; see kcm_tx.c, "Reservation"
+ *	may take it), KCM_TX_TAKEN (taken; @tx_psock is NULL).  Only this
+ *	socket moves it from KCM_TX_ACTIVE to KCM_TX_IDLE (under lock_sock());
+ *	it leaves KCM_TX_IDLE only by cmpxchg(); see kcm_tx.c, "Reservation"
  * @tx_closing: the socket is being released; under lock_sock()
  * @tx_in_call: the owner is in sendmsg() with the socket locked, and
  *	pushes before it lets go when @tx_owed; written under lock_sock(),
