@@ -252,6 +252,23 @@ static void __kcm_tx_grant(struct kcm_sock *kcm, struct kcm_psock *psock)
 }
 
 /*
+ * @psock is no longer @kcm's, which is left holding it as @hold says
+ * (KCM_TX_ACTIVE: holds none; KCM_TX_TAKEN: another socket took it).
+ * Where the psock goes next is the caller's business.
+ *
+ * Context: mux->lock held.
+ */
+static void __kcm_tx_ungrant(struct kcm_sock *kcm, struct kcm_psock *psock,
+			     int hold)
+{
+	lockdep_assert_held(&kcm->mux->lock);
+	kcm_stat_add(&psock->stats.unreserved, 1);
+	psock->tx_kcm = NULL;
+	WRITE_ONCE(kcm->tx_psock, NULL);
+	WRITE_ONCE(kcm->tx_hold, hold);
+}
+
+/*
  * Take @psock for @kcm from a socket that keeps it with nothing to send
  * (KCM_TX_IDLE, kcm_tx_release()), so that the psock changes hands in
  * the sender's own call rather than through the holder's tx work.  Only
@@ -272,9 +289,7 @@ static bool __kcm_tx_take(struct kcm_sock *kcm, struct kcm_psock *psock)
 	if (cmpxchg(&holder->tx_hold, KCM_TX_IDLE, KCM_TX_TAKEN) !=
 	    KCM_TX_IDLE)
 		return false;
-	WRITE_ONCE(holder->tx_psock, NULL);
-	psock->tx_kcm = NULL;
-	kcm_stat_add(&psock->stats.unreserved, 1);
+	__kcm_tx_ungrant(holder, psock, KCM_TX_TAKEN);
 	__kcm_tx_grant(kcm, psock);
 	return true;
 }
@@ -391,10 +406,7 @@ static void __kcm_tx_unreserve(struct kcm_sock *kcm)
 		return;
 
 	kcm->tx_sent = 0;
-	WRITE_ONCE(kcm->tx_psock, NULL);
-	WRITE_ONCE(kcm->tx_hold, KCM_TX_ACTIVE);
-	psock->tx_kcm = NULL;
-	kcm_stat_add(&psock->stats.unreserved, 1);
+	__kcm_tx_ungrant(kcm, psock, KCM_TX_ACTIVE);
 	__kcm_tx_psock_ready(kcm->mux, psock);
 }
 
@@ -1008,11 +1020,8 @@ static void kcm_tx_fail(struct kcm_sock *kcm, struct kcm_psock *psock,
 	spin_lock_bh(&mux->lock);
 	WRITE_ONCE(psock->tx_stopped, true);
 	__kcm_tx_wake_direct(psock);
-	psock->tx_kcm = NULL;
-	WRITE_ONCE(kcm->tx_psock, NULL);
-	WRITE_ONCE(kcm->tx_hold, KCM_TX_ACTIVE);
+	__kcm_tx_ungrant(kcm, psock, KCM_TX_ACTIVE);
 	kcm->tx_sent = 0;
-	kcm_stat_add(&psock->stats.unreserved, 1);
 	spin_unlock_bh(&mux->lock);
 	kcm_tx_pack_trim_sent(kcm, psock, skb);
 	kcm->tx_offset = 0;
@@ -1273,10 +1282,7 @@ void kcm_psock_tx_detach(struct kcm_psock *psock)
 			mux->mstats.unattach_rsvd++;
 			if (kcm->tx_offset)
 				__kcm_tx_abort_head(kcm, psock);
-			kcm_stat_add(&psock->stats.unreserved, 1);
-			psock->tx_kcm = NULL;
-			WRITE_ONCE(kcm->tx_psock, NULL);
-			WRITE_ONCE(kcm->tx_hold, KCM_TX_ACTIVE);
+			__kcm_tx_ungrant(kcm, psock, KCM_TX_ACTIVE);
 			kcm->tx_offset = 0;
 			kcm_tx_kick(kcm);
 		}
@@ -1715,10 +1721,7 @@ void kcm_tx_sock_leave(struct kcm_sock *kcm)
 	psock = kcm->tx_psock;
 	if (psock && kcm->tx_offset) {
 		dropped = __kcm_tx_orphan(kcm, psock);
-		WRITE_ONCE(kcm->tx_psock, NULL);
-		WRITE_ONCE(kcm->tx_hold, KCM_TX_ACTIVE);
-		psock->tx_kcm = NULL;
-		kcm_stat_add(&psock->stats.unreserved, 1);
+		__kcm_tx_ungrant(kcm, psock, KCM_TX_ACTIVE);
 	}
 	__kcm_tx_unreserve(kcm);
 	dropped += kcm->tx_queued + !!kcm->tx_partial;
