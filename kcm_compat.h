@@ -150,4 +150,17 @@ static inline int kcm_accept(struct socket *sock, struct socket *newsock,
 
 #endif
 
+/*
+ * May the bytes of @skb's page fragments be read, and their pages be
+ * referenced?  Not those of device memory (6.12's devmem TCP: net_iov).
+ */
+static inline bool kcm_skb_frags_readable(const struct sk_buff *skb)
+{
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 12, 0)
+	return skb_frags_readable(skb);
+#else
+	return true;
+#endif
+}
+
 #endif /* __KCM_COMPAT_H */

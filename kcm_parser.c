@@ -48,10 +48,12 @@ static u64 kcm_lenfield_value(const u8 *p, unsigned int width, bool le)
  * The built-in parser.  A length that does not cover the field itself is
  * EPROTO, one over the configured maximum (or over INT_MAX) EMSGSIZE:
  * what the engine answers to a BPF parser's bad or too large length.
+ * Each is counted in the psock's stats when @count is set.
  *
  * Context: TCP socket lock held.
  */
-static int kcm_parse_lenfield(struct kcm_psock *psock, struct sk_buff *skb)
+static int kcm_parse_lenfield(struct kcm_psock *psock, struct sk_buff *skb,
+			      bool count)
 {
 	const struct kcm_parser *lf = &psock->parser;
 	unsigned int hdr = lf->offset + lf->width;
@@ -71,11 +73,13 @@ static int kcm_parse_lenfield(struct kcm_psock *psock, struct sk_buff *skb)
 	/* Past U32_MAX no adjustment brings it under INT_MAX. */
 	total = val > U32_MAX ? S64_MAX : (s64)val + lf->adjust;
 	if (total < hdr) {
-		kcm_stat_add(&psock->stats.rx_bad_len, 1);
+		if (count)
+			kcm_stat_add(&psock->stats.rx_bad_len, 1);
 		return -EPROTO;
 	}
 	if (total > INT_MAX || (lf->max_len && total > lf->max_len)) {
-		kcm_stat_add(&psock->stats.rx_too_big, 1);
+		if (count)
+			kcm_stat_add(&psock->stats.rx_too_big, 1);
 		return -EMSGSIZE;
 	}
 	return total;
@@ -116,16 +120,19 @@ void kcm_parse_unlock(struct kcm_psock *psock)
 /**
  * kcm_parse_locked() - the length of the message at the start of @skb
  * @psock: the psock whose parser runs
- * @skb: the framing buffer: the message starts at offset 0
+ * @skb: the framing buffer or the view: the message starts at offset 0
+ * @count: count a length the built-in parser rejects in the psock's
+ *	stats; false for a try whose error the framing buffer judges again
  *
  * Context: TCP socket lock held, in kcm_parse_lock()'s section.
  * Return: the whole message length, 0 for "need more bytes", or a
  * negative number (an error).
  */
-int kcm_parse_locked(struct kcm_psock *psock, struct sk_buff *skb)
+int kcm_parse_locked(struct kcm_psock *psock, struct sk_buff *skb,
+		     bool count)
 {
 	if (psock->parser.kind == KCM_PARSER_LENFIELD)
-		return kcm_parse_lenfield(psock, skb);
+		return kcm_parse_lenfield(psock, skb, count);
 	return (int)bpf_prog_run(psock->prog, skb);
 }
 

@@ -4,35 +4,44 @@
  *
  * Framing
  * -------
- * Bytes are taken from an attached TCP socket with tcp_read_sock() and
- * copied into the psock's framing buffer (rx_skb), a private linear skb
- * whose data always starts at the first byte of the current message.  The
- * parser program runs on that skb, so it sees the message at offset 0 and
- * skb->len counts every byte received from there on.  It runs again only
- * when it asked for more and more has arrived.
+ * Bytes are taken from an attached TCP socket with tcp_read_sock().  Small
+ * messages that lie whole in the page fragments of the TCP skb being read
+ * are framed in place: the parser runs on the psock's view (rx_view), an
+ * skb without bytes of its own whose fragments describe TCP's from the
+ * message start on, and a pack of them (below) references TCP's pages, so
+ * such a message is copied once, to the reader.  The rest (bytes in TCP's
+ * linear data or in pages a sender may still change, a message that goes
+ * on in the next TCP skb, one the parser cannot judge yet, and the start
+ * of a large one) is copied into the psock's framing buffer (rx_skb), a
+ * private linear skb whose data always starts at the first byte of the
+ * current message; a buffer that holds part of a message gets only what
+ * that message needs, so the one after it is framed in place again.
+ * Either way the parser sees the message at offset 0 and skb->len counts
+ * the bytes received from there on.  It runs again only when it asked for
+ * more and more has arrived.
  *
- * Small messages (up to KCM_RX_SMALL bytes) stay where they are in the
- * buffer.  Those framed one after another go out together as a pack: one
- * skb, whose single fragment references their bytes in the buffer's own
- * pages and whose headroom holds their lengths, up to KCM_RX_PACK_MAX of
- * them.  A pack costs one sk_buff however many messages it carries, a
- * message is copied twice (TCP to the buffer, the buffer to the reader),
- * and a KCM socket is charged the bytes a pack holds, not the TCP segment
- * they came in.  Bytes a pack references are never overwritten: a buffer
- * that fills while packs still use it is replaced (the unframed rest is
- * moved), one that no pack uses any more is reused from its start.  The
- * heads of packs and of large messages come from a per-psock page
- * fragment cache (build_skb()): a kmalloc() per skb, zeroed by
- * init_on_alloc on distro kernels, was the largest single cost of small
+ * Small messages (up to KCM_RX_SMALL bytes) stay where they are, in TCP's
+ * pages or in the buffer.  Those framed one after another go out together
+ * as a pack: one skb, whose fragments reference their bytes and whose
+ * headroom holds their lengths, up to KCM_RX_PACK_MAX of them.  A pack
+ * costs one sk_buff however many messages it carries, a message framed in
+ * the buffer is copied twice (TCP to the buffer, the buffer to the
+ * reader), and a KCM socket is charged the bytes a pack holds, not the TCP
+ * segment or pages they came in.  Bytes a pack references are never
+ * overwritten: a buffer that fills while packs still use it is replaced
+ * (the unframed rest is moved), one that no pack uses any more is reused
+ * from its start.  The heads of packs and of large messages come from a
+ * per-psock page fragment cache (build_skb()): a kmalloc() per skb, zeroed
+ * by init_on_alloc on distro kernels, was the largest single cost of small
  * messages.  A larger message is assembled as skbs chained on the
  * frag_list of rx_msg: pieces that reference the page fragments of TCP's
- * own skbs (no copy; each is charged for the bytes it references), or,
- * for bytes in TCP's linear data, in small segments or in pages a sender
- * may still change, page-backed chunks the bytes are copied into.  After
- * a large message only KCM_RX_STEP bytes at a time go through rx_skb, so
- * the next one is not copied twice.  A small message whose first bytes
- * arrived in the buffer's last room is moved with the unframed rest when
- * the buffer is replaced: only those bytes are copied a third time.
+ * own skbs (no copy; each is charged for the bytes it references), or, for
+ * bytes in TCP's linear data, in small segments or in pages a sender may
+ * still change, page-backed chunks the bytes are copied into.  After a
+ * large message only KCM_RX_STEP bytes at a time go through rx_skb, so the
+ * next one is not copied twice.  A small message whose first bytes arrived
+ * in the buffer's last room is moved with the unframed rest when the
+ * buffer is replaced: only those bytes are copied a third time.
  *
  * Framing runs under the TCP socket's lock: in the data_ready softirq when
  * the socket is not owned by a task, otherwise in rx_work.
@@ -74,7 +83,7 @@
 #define KCM_RX_SMALL		2048
 /* Bytes per skb of a large message, where it is copied. */
 #define KCM_RX_CHUNK		(16U * PAGE_SIZE)
-/* A large message references TCP's pages in pieces of at least this. */
+/* TCP's pages are referenced only where at least this many bytes lie. */
 #define KCM_RX_REF_MIN		4096U
 /* Bytes framed at a time when the last message was a large one. */
 #define KCM_RX_STEP		512U
@@ -1046,7 +1055,7 @@ static int kcm_rx_parse(struct kcm_psock *psock)
 
 	kcm_parse_lock(psock);
 	for (;;) {
-		ret = kcm_parse_locked(psock, buf);
+		ret = kcm_parse_locked(psock, buf, true);
 		if (ret <= (int)psock->rx_seen || ret > KCM_RX_SMALL ||
 		    ret > buf->len || psock->rx_pack_n == KCM_RX_PACK_MAX ||
 		    ret > READ_ONCE(psock->sk->sk_rcvbuf))
@@ -1173,10 +1182,12 @@ static void kcm_rx_chunk_copy(struct sk_buff *chunk, unsigned int off,
 }
 
 /*
- * May @len bytes of @src from @off on be taken by reference rather than
- * copied?  Only from its own page fragments, only when worth an skb, and
- * never from pages their owner may still change (zerocopy user pages,
- * spliced page cache).
+ * May @len bytes of @src from @off on be taken by reference (pieces of a
+ * large message, packs framed in place) rather than copied?  Only from
+ * its own page fragments, only when at least KCM_RX_REF_MIN of them lie
+ * there (a few bytes are copied rather than keep a page), and never from
+ * pages their owner may still change (zerocopy user pages, spliced page
+ * cache) nor from device memory.
  *
  * Context: TCP socket lock held.
  */
@@ -1187,28 +1198,27 @@ static bool kcm_rx_may_ref(struct sk_buff *src, unsigned int off,
 		return false;
 	if (min(len, skb_pagelen(src) - off) < KCM_RX_REF_MIN)
 		return false;
-	return !skb_zcopy(src) && !skb_has_shared_frag(src);
+	return !skb_zcopy(src) && !skb_has_shared_frag(src) &&
+	       kcm_skb_frags_readable(src);
 }
 
 /*
  * Reference up to @len bytes of @src's page fragments from @off on (see
- * kcm_rx_may_ref()) as fragments of @to, the last skb of the large
- * message, while it has free slots.  @to (and the message) are charged
- * for the bytes referenced.
+ * kcm_rx_may_ref()) as fragments of @to, while it has free slots.  @to is
+ * charged for the bytes referenced.
  *
  * Context: TCP socket lock held.
  * Return: bytes taken, 0 when @to has no free slot.
  */
-static unsigned int kcm_rx_ref_frags(struct kcm_psock *psock,
-				     struct sk_buff *to, struct sk_buff *src,
+static unsigned int kcm_rx_frags_ref(struct sk_buff *to,
+				     const struct sk_buff *src,
 				     unsigned int off, unsigned int len)
 {
-	struct skb_shared_info *sinfo = skb_shinfo(src);
+	const struct skb_shared_info *sinfo = skb_shinfo(src);
 	unsigned int pos = skb_headlen(src), done = 0;
 	int i, nr = skb_shinfo(to)->nr_frags;
 	unsigned int cur, size, skip, n;
-	struct sk_buff *msg = psock->rx_msg;
-	skb_frag_t *frag;
+	const skb_frag_t *frag;
 
 	for (i = 0; i < sinfo->nr_frags && done < len; i++) {
 		frag = &sinfo->frags[i];
@@ -1231,6 +1241,23 @@ static unsigned int kcm_rx_ref_frags(struct kcm_psock *psock,
 	to->len += done;
 	to->data_len += done;
 	to->truesize += done;
+	return done;
+}
+
+/*
+ * Reference bytes of @src as fragments of @to, the last skb of the large
+ * message (kcm_rx_frags_ref()); the message is charged for them too.
+ *
+ * Context: TCP socket lock held.
+ * Return: bytes taken, 0 when @to has no free slot.
+ */
+static unsigned int kcm_rx_ref_frags(struct kcm_psock *psock,
+				     struct sk_buff *to, struct sk_buff *src,
+				     unsigned int off, unsigned int len)
+{
+	unsigned int done = kcm_rx_frags_ref(to, src, off, len);
+	struct sk_buff *msg = psock->rx_msg;
+
 	if (to != msg) {
 		msg->len += done;
 		msg->data_len += done;
@@ -1425,6 +1452,224 @@ static int kcm_rx_frame(struct kcm_psock *psock)
 }
 
 /*
+ * Framing in place.  Small messages that lie whole in the page fragments
+ * of the TCP skb being read are framed where they are: the parser runs on
+ * the psock's view (rx_view), an skb with no bytes of its own whose
+ * fragments describe, without references, TCP's fragments from the
+ * message start on; a pack then takes references to TCP's pages.  Only a
+ * message that goes on in the next TCP skb, a large one, or one the
+ * parser cannot judge yet goes through the framing buffer.
+ */
+
+/*
+ * The psock's view, allocated with the first bytes framed in place.
+ *
+ * Context: TCP socket lock held.
+ * Return: the view, or NULL: then the framing buffer is used.
+ */
+static struct sk_buff *kcm_rx_view_get(struct kcm_psock *psock)
+{
+	if (unlikely(!psock->rx_view))
+		psock->rx_view = alloc_skb(0, psock->rx_gfp | __GFP_NOWARN);
+	return psock->rx_view;
+}
+
+/*
+ * Point @view at @len bytes of @src's page fragments from @off on.  It
+ * takes no references: it is used only while @src is, under the lock.
+ *
+ * Context: TCP socket lock held.
+ * Return: the bytes it shows, at most @len.
+ */
+static unsigned int kcm_rx_view_set(struct sk_buff *view,
+				    const struct sk_buff *src,
+				    unsigned int off, unsigned int len)
+{
+	const struct skb_shared_info *sinfo = skb_shinfo(src);
+	struct skb_shared_info *vinfo = skb_shinfo(view);
+	unsigned int pos = skb_headlen(src), done = 0;
+	unsigned int size, skip;
+	skb_frag_t *frag;
+	int i, nr = 0;
+
+	for (i = 0; i < sinfo->nr_frags && done < len; i++) {
+		size = skb_frag_size(&sinfo->frags[i]);
+		if (off + done >= pos + size) {
+			pos += size;
+			continue;
+		}
+		skip = off + done - pos;
+		frag = &vinfo->frags[nr++];
+		*frag = sinfo->frags[i];
+		skb_frag_off_add(frag, skip);
+		skb_frag_size_set(frag, min(size - skip, len - done));
+		done += skb_frag_size(frag);
+		pos += size;
+	}
+	vinfo->nr_frags = nr;
+	view->len = done;
+	view->data_len = done;
+	return done;
+}
+
+/* Context: TCP socket lock held.  @view moves past its first @n bytes. */
+static void kcm_rx_view_pull(struct sk_buff *view, unsigned int n)
+{
+	struct skb_shared_info *vinfo = skb_shinfo(view);
+	skb_frag_t *frag = &vinfo->frags[0];
+
+	view->len -= n;
+	view->data_len -= n;
+	while (n) {
+		if (skb_frag_size(frag) > n) {
+			skb_frag_off_add(frag, n);
+			skb_frag_size_sub(frag, n);
+			return;
+		}
+		n -= skb_frag_size(frag);
+		vinfo->nr_frags--;
+		memmove(frag, frag + 1, vinfo->nr_frags * sizeof(*frag));
+	}
+}
+
+/* Context: TCP socket lock held.  @view shows nothing (it may be freed). */
+static void kcm_rx_view_clear(struct sk_buff *view)
+{
+	skb_shinfo(view)->nr_frags = 0;
+	view->len = 0;
+	view->data_len = 0;
+}
+
+/*
+ * Parse small whole messages at the start of @view, at most
+ * KCM_RX_PACK_MAX, their lengths into rx_pack_lens, under one parser
+ * section (kcm_rx_parse()).  The first other answer stops it: the
+ * framing buffer gets those bytes and judges it.
+ *
+ * Context: TCP socket lock held; no message waits to be packed.
+ * Return: the number of messages, their bytes in *@bytes.
+ */
+static unsigned int kcm_rx_view_parse(struct kcm_psock *psock,
+				      struct sk_buff *view,
+				      unsigned int *bytes)
+{
+	int limit = READ_ONCE(psock->sk->sk_rcvbuf);
+	unsigned int n = 0;
+	int ret;
+
+	*bytes = 0;
+	kcm_parse_lock(psock);
+	while (n < KCM_RX_PACK_MAX && view->len) {
+		ret = kcm_parse_locked(psock, view, false);
+		if (ret <= 0 || ret > KCM_RX_SMALL || ret > view->len ||
+		    ret > limit)
+			break;
+		psock->rx_pack_lens[n++] = ret;
+		*bytes += ret;
+		kcm_rx_view_pull(view, ret);
+	}
+	kcm_parse_unlock(psock);
+	return n;
+}
+
+/*
+ * The part of @src's truesize its @bytes of data stand for, at least
+ * @bytes: a pack referencing them is charged what TCP was, so a message
+ * in a small segment of a large page costs its share of the page.
+ *
+ * Context: TCP socket lock held.
+ */
+static unsigned int kcm_rx_share(const struct sk_buff *src,
+				 unsigned int bytes)
+{
+	if (src->truesize <= src->len)
+		return bytes;
+	return div_u64((u64)bytes * src->truesize, src->len);
+}
+
+/*
+ * Hand over the @n messages of rx_pack_lens, @bytes of @src from @off on,
+ * as a pack referencing @src's pages.
+ *
+ * Context: TCP socket lock held.
+ * Return: 0, or -ENOMEM with nothing framed.
+ */
+static int kcm_rx_view_seal(struct kcm_psock *psock, struct sk_buff *src,
+			    unsigned int off, unsigned int bytes,
+			    unsigned int n)
+{
+	unsigned int lsize = n * sizeof(u16), i;
+	struct sk_buff *skb;
+
+	skb = kcm_frag_skb(&psock->rx_frag, lsize,
+			   psock->rx_gfp | __GFP_NOWARN);
+	if (!skb) {
+		kcm_stat_add(&psock->stats.rx_mem_fail, 1);
+		return -ENOMEM;
+	}
+	skb_reserve(skb, lsize);
+	memcpy(kcm_pack_lens(skb), psock->rx_pack_lens, lsize);
+	/* A view has at most MAX_SKB_FRAGS fragments: all of them fit. */
+	WARN_ON_ONCE(kcm_rx_frags_ref(skb, src, off, bytes) != bytes);
+	skb->truesize += kcm_rx_share(src, bytes) - bytes;
+	psock->rx_last_large = false;
+	kcm_stat_add(&psock->stats.rx_in_place, n);
+	for (i = 0; i < n; i++)
+		kcm_rx_framed(psock, psock->rx_pack_lens[i]);
+	kcm_rx_emit(psock, skb, n);
+	return 0;
+}
+
+/*
+ * Frame in place the small whole messages at the start of @len bytes of
+ * @src from @off on (kcm_rx_may_ref()), a pack at a time.
+ *
+ * Context: TCP socket lock held; the framing buffer is empty and no
+ * message waits to be packed.
+ * Return: the bytes framed; *@err is -ENOMEM when a pack could not be had.
+ */
+static unsigned int kcm_rx_in_place(struct kcm_psock *psock,
+				    struct sk_buff *src, unsigned int off,
+				    unsigned int len, int *err)
+{
+	struct sk_buff *view = kcm_rx_view_get(psock);
+	unsigned int done = 0, bytes, n;
+
+	if (!view)
+		return 0;
+	len = kcm_rx_view_set(view, src, off, len);
+	while (done < len && !READ_ONCE(psock->rx_paused)) {
+		n = kcm_rx_view_parse(psock, view, &bytes);
+		if (!n)
+			break;
+		*err = kcm_rx_view_seal(psock, src, off + done, bytes, n);
+		if (*err)
+			break;
+		done += bytes;
+		if (n < KCM_RX_PACK_MAX)
+			break;
+	}
+	kcm_rx_view_clear(view);
+	return done;
+}
+
+/*
+ * How many bytes to copy into the framing buffer when what follows could
+ * be framed in place: what the message started there still needs, or a
+ * header's worth while its length is unknown.
+ *
+ * Context: TCP socket lock held.
+ */
+static unsigned int kcm_rx_buf_need(struct kcm_psock *psock)
+{
+	unsigned int have = psock->rx_skb->len;
+
+	if (psock->rx_msg_len > have)
+		return psock->rx_msg_len - have;
+	return KCM_RX_STEP;
+}
+
+/*
  * tcp_read_sock() actor: take bytes into the large message being
  * assembled or into the framing buffer, and frame them.
  *
@@ -1452,6 +1697,18 @@ static int kcm_rx_actor(read_descriptor_t *desc, struct sk_buff *skb,
 				break;
 			continue;
 		}
+		if (!buf->len && !psock->rx_msg_len &&
+		    kcm_rx_may_ref(skb, offset + done, len - done)) {
+			err = kcm_rx_pack_seal(psock);
+			if (err)
+				break;
+			done += kcm_rx_in_place(psock, skb, offset + done,
+						len - done, &err);
+			if (err || done == len)
+				break;
+			if (READ_ONCE(psock->rx_paused))
+				continue;
+		}
 		err = kcm_rx_buf_room(psock);
 		if (err)
 			break;
@@ -1461,6 +1718,9 @@ static int kcm_rx_actor(read_descriptor_t *desc, struct sk_buff *skb,
 		/* After a large message, copy only what a header needs. */
 		if (psock->rx_last_large && !psock->rx_msg_len)
 			n = min_t(unsigned int, n, KCM_RX_STEP);
+		/* Copy what the next message needs: the rest may not. */
+		else if (kcm_rx_may_ref(skb, offset + done, len - done))
+			n = min(n, kcm_rx_buf_need(psock));
 		WARN_ON_ONCE(skb_copy_bits(skb, offset + done,
 					   skb_put(buf, n), n));
 		done += n;
@@ -1699,6 +1959,8 @@ void kcm_psock_rx_flush(struct kcm_psock *psock)
 	psock->rx_chunk = NULL;
 	kfree_skb(psock->rx_skb);
 	psock->rx_skb = NULL;
+	consume_skb(psock->rx_view);
+	psock->rx_view = NULL;
 	while ((spare = __skb_dequeue(&psock->rx_spares)))
 		consume_skb(spare);
 	psock->rx_timing = false;

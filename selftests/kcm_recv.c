@@ -655,6 +655,85 @@ TEST_DIFFERS(small_message_charge,
 	close(kcm);
 }
 
+/* The psock's rx_in_place counter (/proc/net/kcm_ext), or -1. */
+static long psock_in_place(void)
+{
+	char line[4096];
+
+	if (kcm_ext_find("psock", NULL, NULL, line, sizeof(line)))
+		return -1;
+	return kcm_ext_num(line, "rx_in_place");
+}
+
+/* Writes @len bytes of @buf to @fd through a pipe: TCP takes its pages. */
+static void splice_write(int fd, const char *buf, size_t len)
+{
+	size_t off = 0, n;
+	ssize_t m;
+	int p[2];
+
+	ASSERT_OK(pipe(p));
+	while (off < len) {
+		n = len - off < 16384 ? len - off : 16384;
+		ASSERT_EQ(write(p[1], buf + off, n), n);
+		off += n;
+		while (n) {
+			m = splice(p[0], NULL, fd, NULL, n, 0);
+			ASSERT_GT(m, 0);
+			n -= m;
+		}
+	}
+	close(p[0]);
+	close(p[1]);
+}
+
+/*
+ * Small messages framed in place: a burst in one write lies in TCP's
+ * pages and most of it is framed there; bytes spliced from a pipe (pages
+ * a sender may still change) and writes of one message each are copied
+ * through the framing buffer.  Every message arrives whole either way.
+ */
+TEST_DIFFERS(small_messages_in_place,
+	     "no /proc/net/kcm_ext: upstream copies every message")
+{
+	enum { N = 1000, SZ = 64 };
+	static char chunk[N * SZ];
+	long start, burst, spliced;
+	int peer, local, kcm, i;
+
+	kcm_enter_netns();
+	kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+	for (i = 0; i < N; i++)
+		kcm_u_msg_build(chunk + i * SZ, SZ - KCM_U_HDR, i);
+	start = psock_in_place();
+	ASSERT_EQ(start, 0);
+
+	ASSERT_OK(kcm_u_write_all(peer, chunk, sizeof(chunk)));
+	for (i = 0; i < N; i++)
+		ASSERT_EQ(kcm_recv_check(kcm, rbuf, sizeof(rbuf)), i);
+	burst = psock_in_place();
+	TH_LOG("burst: %ld of %d messages framed in place", burst, N);
+	ASSERT_GE(burst, N / 2);
+	ASSERT_LE(burst, N);
+
+	for (i = 0; i < N; i++)
+		kcm_u_msg_build(chunk + i * SZ, SZ - KCM_U_HDR, N + i);
+	splice_write(peer, chunk, sizeof(chunk));
+	for (i = 0; i < N; i++)
+		ASSERT_EQ(kcm_recv_check(kcm, rbuf, sizeof(rbuf)), N + i);
+	spliced = psock_in_place();
+	ASSERT_EQ(spliced, burst);
+
+	for (i = 0; i < 100; i++) {
+		ASSERT_OK(kcm_send_msgs(peer, 2 * N + i, 1, SZ - KCM_U_HDR));
+		ASSERT_EQ(kcm_recv_check(kcm, rbuf, sizeof(rbuf)), 2 * N + i);
+	}
+	ASSERT_EQ(psock_in_place(), burst);
+	close(kcm);
+	close(peer);
+	close(local);
+}
+
 /* Four connections into one socket: each connection's order is kept. */
 TEST_DIFFERS(many_connections,
 	     "upstream stops delivering a few thousand messages in: they straddle segments")

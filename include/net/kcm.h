@@ -52,6 +52,8 @@ struct kcm_msg_stats {
  * @rx_too_big: messages over the TCP socket's receive buffer (EMSGSIZE)
  * @rx_timeouts: messages not complete within SO_RCVTIMEO (ETIMEDOUT)
  * @tx_aborts: messages whose transmission failed on this psock
+ * @rx_in_place: small messages framed in TCP's pages, not copied to the
+ *	framing buffer (kcm_rx.c)
  *
  * In the order of /proc/net/kcm_stats, all u64 (see kcm_stats_fold()).
  * Receive counters are written under the TCP socket's lock, @rx_intr,
@@ -75,6 +77,7 @@ struct kcm_psock_stats {
 	u64 rx_too_big;
 	u64 rx_timeouts;
 	u64 tx_aborts;
+	u64 rx_in_place;
 };
 
 /**
@@ -238,6 +241,8 @@ struct kcm_parser {
  * @saved_state_change: see @saved_data_ready
  * @rx_skb: bytes of the stream not framed yet, message start at data[0];
  *	under the TCP socket's lock, like every rx_ field but those marked
+ * @rx_view: what the parser runs on when messages are framed in place in
+ *	TCP's page fragments; it references no page (kcm_rx.c)
  * @rx_msg: a large message being assembled once its length is known
  * @rx_chunk: the last skb of @rx_msg (@rx_msg itself or on its frag_list)
  * @rx_msg_len: the length of the message starting at @rx_skb or @rx_msg,
@@ -257,7 +262,8 @@ struct kcm_parser {
  * @rx_pack_off: where the small messages framed but not yet packed start
  *	in @rx_skb's head; they end at @rx_skb->data
  * @rx_pack_n: number of those messages
- * @rx_pack_lens: their lengths
+ * @rx_pack_lens: their lengths; while messages are framed in place, the
+ *	lengths of the pack being built there
  * @rx_buf_shared: packs may reference bytes of @rx_skb's head, so they
  *	may not be overwritten: the buffer is replaced rather than compacted
  * @rx_spares: framing buffers used before @rx_skb, oldest first (at
@@ -300,6 +306,7 @@ struct kcm_psock {
 	void (*saved_state_change)(struct sock *sk);
 
 	struct sk_buff *rx_skb;
+	struct sk_buff *rx_view;
 	struct sk_buff *rx_msg;
 	struct sk_buff *rx_chunk;
 	unsigned int rx_msg_len;
@@ -634,7 +641,8 @@ void kcm_mux_rx_purge(struct kcm_mux *mux);
 
 /* kcm_parser.c: message parsers (the extended ones not in upstream) */
 void kcm_parse_lock(struct kcm_psock *psock) __acquires(RCU);
-int kcm_parse_locked(struct kcm_psock *psock, struct sk_buff *skb);
+int kcm_parse_locked(struct kcm_psock *psock, struct sk_buff *skb,
+		     bool count);
 void kcm_parse_unlock(struct kcm_psock *psock) __releases(RCU);
 int kcm_parser_get(const struct kcm_attach_ext *info,
 		   struct kcm_parser *parser, struct bpf_prog **prog);
