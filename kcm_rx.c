@@ -7,9 +7,10 @@
  * Bytes are taken from an attached TCP socket with tcp_read_sock().  Small
  * messages that lie whole in the page fragments of the TCP skb being read
  * are framed in place: the parser runs on the psock's view (rx_view), an
- * skb without bytes of its own whose fragments describe TCP's from the
- * message start on, and a pack of them (below) references TCP's pages, so
- * such a message is copied once, to the reader.  The rest (bytes in TCP's
+ * skb whose fragments describe TCP's from the message start on (its head
+ * holds a copy of the first KCM_RX_VIEW_HEAD bytes only, for the loads of
+ * a header), and a pack of them (below) references TCP's pages, so such a
+ * message is copied once, to the reader.  The rest (bytes in TCP's
  * linear data or in pages a sender may still change, a message that goes
  * on in the next TCP skb, one the parser cannot judge yet, and the start
  * of a large one) is copied into the psock's framing buffer (rx_skb), a
@@ -87,6 +88,8 @@
 #define KCM_RX_REF_MIN		4096U
 /* Bytes framed at a time when the last message was a large one. */
 #define KCM_RX_STEP		512U
+/* Bytes of a message's start the parser reads from the view's own head. */
+#define KCM_RX_VIEW_HEAD	16U
 /* Retry delay after a failed allocation in process context. */
 #define KCM_RX_RETRY		(HZ / 10)
 /* Messages framed before they are delivered together. */
@@ -1454,9 +1457,10 @@ static int kcm_rx_frame(struct kcm_psock *psock)
 /*
  * Framing in place.  Small messages that lie whole in the page fragments
  * of the TCP skb being read are framed where they are: the parser runs on
- * the psock's view (rx_view), an skb with no bytes of its own whose
- * fragments describe, without references, TCP's fragments from the
- * message start on; a pack then takes references to TCP's pages.  Only a
+ * the psock's view (rx_view), an skb whose fragments describe, without
+ * references, TCP's fragments from the message start on (its head only
+ * copies a header's worth of them); a pack then takes references to
+ * TCP's pages.  Only a
  * message that goes on in the next TCP skb, a large one, or one the
  * parser cannot judge yet goes through the framing buffer.
  */
@@ -1470,7 +1474,8 @@ static int kcm_rx_frame(struct kcm_psock *psock)
 static struct sk_buff *kcm_rx_view_get(struct kcm_psock *psock)
 {
 	if (unlikely(!psock->rx_view))
-		psock->rx_view = alloc_skb(0, psock->rx_gfp | __GFP_NOWARN);
+		psock->rx_view = alloc_skb(KCM_RX_VIEW_HEAD,
+					   psock->rx_gfp | __GFP_NOWARN);
 	return psock->rx_view;
 }
 
@@ -1532,6 +1537,42 @@ static void kcm_rx_view_pull(struct sk_buff *view, unsigned int n)
 	}
 }
 
+/*
+ * Copy the first bytes @view shows into its own head, so that a parser's
+ * loads of a header read them there rather than through skb_copy_bits()
+ * on TCP's fragments: the first fragment then starts after them.
+ *
+ * Context: TCP socket lock held; @view shows at least one byte.
+ * Return: the bytes copied, for kcm_rx_view_unhead().
+ */
+static unsigned int kcm_rx_view_head(struct sk_buff *view)
+{
+	skb_frag_t *frag = &skb_shinfo(view)->frags[0];
+	void *addr = skb_frag_address_safe(frag);
+	unsigned int h;
+
+	if (!addr)
+		return 0;
+	h = min_t(unsigned int, KCM_RX_VIEW_HEAD, skb_frag_size(frag));
+	memcpy(view->data, addr, h);
+	skb_frag_off_add(frag, h);
+	skb_frag_size_sub(frag, h);
+	view->data_len -= h;
+	skb_set_tail_pointer(view, h);
+	return h;
+}
+
+/* Context: TCP socket lock held.  Undoes kcm_rx_view_head(). */
+static void kcm_rx_view_unhead(struct sk_buff *view, unsigned int h)
+{
+	skb_frag_t *frag = &skb_shinfo(view)->frags[0];
+
+	skb_frag_off_add(frag, -(int)h);
+	skb_frag_size_add(frag, h);
+	view->data_len += h;
+	skb_set_tail_pointer(view, 0);
+}
+
 /* Context: TCP socket lock held.  @view shows nothing (it may be freed). */
 static void kcm_rx_view_clear(struct sk_buff *view)
 {
@@ -1554,13 +1595,15 @@ static unsigned int kcm_rx_view_parse(struct kcm_psock *psock,
 				      unsigned int *bytes)
 {
 	int limit = READ_ONCE(psock->sk->sk_rcvbuf);
-	unsigned int n = 0;
+	unsigned int n = 0, head;
 	int ret;
 
 	*bytes = 0;
 	kcm_parse_lock(psock);
 	while (n < KCM_RX_PACK_MAX && view->len) {
+		head = kcm_rx_view_head(view);
 		ret = kcm_parse_locked(psock, view, false);
+		kcm_rx_view_unhead(view, head);
 		if (ret <= 0 || ret > KCM_RX_SMALL || ret > view->len ||
 		    ret > limit)
 			break;

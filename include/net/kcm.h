@@ -242,7 +242,7 @@ struct kcm_parser {
  * @rx_skb: bytes of the stream not framed yet, message start at data[0];
  *	under the TCP socket's lock, like every rx_ field but those marked
  * @rx_view: what the parser runs on when messages are framed in place in
- *	TCP's page fragments; it references no page (kcm_rx.c)
+ *	TCP's page fragments; it holds no page reference (kcm_rx.c)
  * @rx_msg: a large message being assembled once its length is known
  * @rx_chunk: the last skb of @rx_msg (@rx_msg itself or on its frag_list)
  * @rx_msg_len: the length of the message starting at @rx_skb or @rx_msg,
