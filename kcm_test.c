@@ -494,6 +494,59 @@ static void kcm_kt_large_by_reference(struct kunit *test)
 	}
 }
 
+/*
+ * Small messages in paged TCP skbs are framed in place across every
+ * fragment and skb boundary (headers cut by fragments too), and come out
+ * byte exact after the TCP skbs are gone; from shared pages, or from
+ * skbs with less than KCM_RX_REF_MIN bytes in pages, they are copied.
+ */
+static void kcm_kt_in_place(struct kunit *test)
+{
+	static const struct {
+		size_t step, frag;
+		bool shared, in_place;
+	} cases[] = {
+		{ 9000, 3000, false, true },
+		{ 9000, 301, false, true },
+		{ 4800, 1000, false, true },
+		{ 9000, 3000, true, false },
+		{ 3000, 3000, false, false },
+	};
+	enum { NMSG = 400 };
+	size_t lens[NMSG], n = 0, off;
+	struct kcm_kt *kt;
+	unsigned int c, i;
+	u8 *stream;
+	u64 framed;
+	int ret;
+
+	stream = kunit_kmalloc(test, NMSG * 104, GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, stream);
+	for (i = 0; i < NMSG; i++) {
+		lens[i] = kcm_kt_msg(stream + n, i % 100, i);
+		n += lens[i];
+	}
+
+	for (c = 0; c < ARRAY_SIZE(cases); c++) {
+		kt = kcm_kt_setup(test, kcm_kt_len4, ARRAY_SIZE(kcm_kt_len4));
+		WRITE_ONCE(kt->tcp->sk->sk_rcvbuf, 1 << 26);
+		for (off = 0; off < n; off += ret) {
+			ret = kcm_kt_feed_paged(kt, stream + off,
+						min(cases[c].step, n - off), 0,
+						cases[c].frag, cases[c].shared);
+			KUNIT_ASSERT_GT(test, ret, 0);
+		}
+		framed = kt->psock->stats.rx_in_place;
+		if (cases[c].in_place)
+			KUNIT_EXPECT_GT(test, framed, (u64)NMSG / 2);
+		else
+			KUNIT_EXPECT_EQ(test, framed, 0);
+		KUNIT_EXPECT_EQ(test, kt->psock->stats.rx_msgs, (u64)NMSG);
+		kcm_kt_expect(test, kt, stream, lens, NMSG);
+		kcm_kt_teardown(kt);
+	}
+}
+
 /* A message not complete within SO_RCVTIMEO stops the psock. */
 static void kcm_kt_timeout(struct kunit *test)
 {
@@ -844,6 +897,7 @@ static struct kunit_case kcm_rx_test_cases[] = {
 	KUNIT_CASE(kcm_kt_parse_run),
 	KUNIT_CASE(kcm_kt_large_message),
 	KUNIT_CASE(kcm_kt_large_by_reference),
+	KUNIT_CASE(kcm_kt_in_place),
 	KUNIT_CASE(kcm_kt_timeout),
 	KUNIT_CASE(kcm_kt_small_message_charge),
 	KUNIT_CASE(kcm_kt_packs_and_buffer_reuse),
