@@ -919,6 +919,30 @@ static int kcm_rx_buf_replace(struct kcm_psock *psock, unsigned int size)
 }
 
 /*
+ * The head of a pack of @n messages, their lengths (rx_pack_lens) in its
+ * headroom, no bytes yet.
+ *
+ * Context: TCP socket lock held.
+ * Return: the skb, or NULL (counted as a failed allocation).
+ */
+static struct sk_buff *kcm_rx_pack_alloc(struct kcm_psock *psock,
+					 unsigned int n)
+{
+	unsigned int lsize = n * sizeof(u16);
+	struct sk_buff *skb;
+
+	skb = kcm_frag_skb(&psock->rx_frag, lsize,
+			   psock->rx_gfp | __GFP_NOWARN);
+	if (!skb) {
+		kcm_stat_add(&psock->stats.rx_mem_fail, 1);
+		return NULL;
+	}
+	skb_reserve(skb, lsize);
+	memcpy(kcm_pack_lens(skb), psock->rx_pack_lens, lsize);
+	return skb;
+}
+
+/*
  * Hand the small messages framed since the last pack over as one skb: a
  * fragment referencing their bytes in the framing buffer (no copy), their
  * lengths in its headroom.  It is charged for those bytes only.
@@ -929,7 +953,7 @@ static int kcm_rx_buf_replace(struct kcm_psock *psock, unsigned int size)
 static int kcm_rx_pack_seal(struct kcm_psock *psock)
 {
 	struct sk_buff *buf = psock->rx_skb, *skb;
-	unsigned int n = psock->rx_pack_n, lsize = n * sizeof(u16);
+	unsigned int n = psock->rx_pack_n;
 	u8 *start = buf->head + psock->rx_pack_off;
 	unsigned int bytes = buf->data - start;
 	struct page *page;
@@ -938,14 +962,9 @@ static int kcm_rx_pack_seal(struct kcm_psock *psock)
 		psock->rx_pack_off = skb_headroom(buf);
 		return 0;
 	}
-	skb = kcm_frag_skb(&psock->rx_frag, lsize,
-			   psock->rx_gfp | __GFP_NOWARN);
-	if (!skb) {
-		kcm_stat_add(&psock->stats.rx_mem_fail, 1);
+	skb = kcm_rx_pack_alloc(psock, n);
+	if (!skb)
 		return -ENOMEM;
-	}
-	skb_reserve(skb, lsize);
-	memcpy(kcm_pack_lens(skb), psock->rx_pack_lens, lsize);
 	page = virt_to_head_page(start);
 	get_page(page);
 	skb_fill_page_desc(skb, 0, page, start - (u8 *)page_address(page),
@@ -1641,17 +1660,12 @@ static int kcm_rx_view_seal(struct kcm_psock *psock, struct sk_buff *src,
 			    unsigned int off, unsigned int bytes,
 			    unsigned int n)
 {
-	unsigned int lsize = n * sizeof(u16), i;
 	struct sk_buff *skb;
+	unsigned int i;
 
-	skb = kcm_frag_skb(&psock->rx_frag, lsize,
-			   psock->rx_gfp | __GFP_NOWARN);
-	if (!skb) {
-		kcm_stat_add(&psock->stats.rx_mem_fail, 1);
+	skb = kcm_rx_pack_alloc(psock, n);
+	if (!skb)
 		return -ENOMEM;
-	}
-	skb_reserve(skb, lsize);
-	memcpy(kcm_pack_lens(skb), psock->rx_pack_lens, lsize);
 	/* A view has at most MAX_SKB_FRAGS fragments: all of them fit. */
 	WARN_ON_ONCE(kcm_rx_frags_ref(skb, src, off, bytes) != bytes);
 	skb->truesize += kcm_rx_share(src, bytes) - bytes;
