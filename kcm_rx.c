@@ -27,8 +27,9 @@
  * headroom holds their lengths, up to KCM_RX_PACK_MAX of them.  A pack
  * costs one sk_buff however many messages it carries, a message framed in
  * the buffer is copied twice (TCP to the buffer, the buffer to the
- * reader), and a KCM socket is charged the bytes a pack holds, not the TCP
- * segment or pages they came in.  Bytes a pack references are never
+ * reader), and a KCM socket is charged the bytes a pack holds (in TCP's
+ * pages, their share of what TCP was charged for them), not the TCP
+ * segment they came in.  Bytes a pack references are never
  * overwritten: a buffer that fills while packs still use it is replaced
  * (the unframed rest is moved), one that no pack uses any more is reused
  * from its start.  The heads of packs and of large messages come from a
@@ -1479,9 +1480,9 @@ static int kcm_rx_frame(struct kcm_psock *psock)
  * the psock's view (rx_view), an skb whose fragments describe, without
  * references, TCP's fragments from the message start on (its head only
  * copies a header's worth of them); a pack then takes references to
- * TCP's pages.  Only a
- * message that goes on in the next TCP skb, a large one, or one the
- * parser cannot judge yet goes through the framing buffer.
+ * TCP's pages.  Only a message that goes on in the next TCP skb, a large
+ * one, or one the parser cannot judge yet goes through the framing
+ * buffer.
  */
 
 /*
