@@ -10,12 +10,14 @@
 # included.
 #
 #   profile.sh --module KO [--kver VER] [--out DIR] [--secs S] [--graph]
-#              [-- KCMPERF-ARGS...]
+#              [--lines N] [-- KCMPERF-ARGS...]
 #
 # KCMPERF-ARGS default to the 64-byte receive of make bench:
 # -i kcm -m rx -s 64 -c 2 -k 2.  Prints kcmperf's line, the hottest
 # symbols per command, the inclusive (children) view and the share of
 # each command; with --graph also the call graphs of the hottest symbols.
+# --lines N shows N rows of the self and inclusive views (40 and 50): the
+# kernel's small items, each under 1%, add up to what a workload costs.
 # The whole report is kept in OUT/report.txt.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -24,10 +26,11 @@ kver=
 out=$top/.build/profile
 secs=3
 graph=0
+lines=
 usage() {
 	cat >&2 <<'EOF'
 usage: profile.sh --module KO [--kver VER] [--out DIR] [--secs S (3)]
-                  [--graph] [-- KCMPERF-ARGS...]
+                  [--graph] [--lines N] [-- KCMPERF-ARGS...]
 EOF
 	exit 2
 }
@@ -38,6 +41,7 @@ while [ $# -gt 0 ]; do
 	--out) out=$2; shift 2 ;;
 	--secs) secs=$2; shift 2 ;;
 	--graph) graph=1; shift ;;
+	--lines) lines=$2; shift 2 ;;
 	--) shift; break ;;
 	*) usage ;;
 	esac
@@ -50,6 +54,7 @@ die() {
 [ -f "$module" ] || die "module not found: $module"
 [ -x "$top/tools/kcmperf" ] || die "tools/kcmperf not built: make tools"
 [[ $secs =~ ^[1-9][0-9]*$ ]] || die "--secs wants whole seconds"
+[[ -z $lines || $lines =~ ^[1-9][0-9]*$ ]] || die "--lines wants a count"
 if [ $# = 0 ]; then
 	set -- -i kcm -m rx -s 64 -c 2 -k 2
 fi
@@ -82,7 +87,8 @@ cp "$module" "$payload/kcm.ko"
 # middle of it.
 {
 	echo '#!/bin/sh'
-	printf 'secs=%s graph=%s\n' "$secs" "$graph"
+	printf 'secs=%s graph=%s self=%s incl=%s\n' "$secs" "$graph" \
+		"${lines:-40}" "${lines:-50}"
 	printf 'set -- %s\n' "$*"
 	cat <<'GUEST'
 PERF="./lib/ld-linux-x86-64.so.2 --library-path ./lib ./perf"
@@ -109,9 +115,9 @@ report() {
 		grep -v '^#' | grep -v '^$'
 }
 echo "== self, by command and symbol"
-report --no-children --sort comm,sym -g none | head -40
+report --no-children --sort comm,sym -g none | head -"$self"
 echo "== children (inclusive), by symbol"
-report --children --sort sym -g none | head -50
+report --children --sort sym -g none | head -"$incl"
 echo "== by command"
 report --sort comm -g none | head -10
 if [ "$graph" = 1 ]; then
