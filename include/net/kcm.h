@@ -223,7 +223,7 @@ struct kcm_parser {
 };
 
 /* Most small messages one pack (one skb) carries. */
-#define KCM_RX_PACK_MAX		64
+#define KCM_RX_PACK_MAX		256
 
 /**
  * struct kcm_psock - a TCP socket attached to a mux
