@@ -52,8 +52,8 @@ static u64 kcm_lenfield_value(const u8 *p, unsigned int width, bool le)
  *
  * Context: TCP socket lock held.
  */
-static int kcm_parse_lenfield(struct kcm_psock *psock, struct sk_buff *skb,
-			      bool count)
+int kcm_parse_lenfield(struct kcm_psock *psock, struct sk_buff *skb,
+		       bool count)
 {
 	const struct kcm_parser *lf = &psock->parser;
 	unsigned int hdr = lf->offset + lf->width;
@@ -115,25 +115,6 @@ void kcm_parse_unlock(struct kcm_psock *psock)
 	if (psock->parser.kind != KCM_PARSER_LENFIELD)
 		migrate_enable();
 	rcu_read_unlock();
-}
-
-/**
- * kcm_parse_locked() - the length of the message at the start of @skb
- * @psock: the psock whose parser runs
- * @skb: the framing buffer or the view: the message starts at offset 0
- * @count: count a length the built-in parser rejects in the psock's
- *	stats; false for a try whose error the framing buffer judges again
- *
- * Context: TCP socket lock held, in kcm_parse_lock()'s section.
- * Return: the whole message length, 0 for "need more bytes", or a
- * negative number (an error).
- */
-int kcm_parse_locked(struct kcm_psock *psock, struct sk_buff *skb,
-		     bool count)
-{
-	if (psock->parser.kind == KCM_PARSER_LENFIELD)
-		return kcm_parse_lenfield(psock, skb, count);
-	return (int)bpf_prog_run(psock->prog, skb);
 }
 
 /* Context: process context.  Checks and copies lenfield parameters. */

@@ -6,6 +6,7 @@
 #ifndef _NET_KCM_H
 #define _NET_KCM_H
 
+#include <linux/filter.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
 #include <linux/rcupdate.h>
@@ -641,13 +642,32 @@ void kcm_mux_rx_purge(struct kcm_mux *mux);
 
 /* kcm_parser.c: message parsers (the extended ones not in upstream) */
 void kcm_parse_lock(struct kcm_psock *psock) __acquires(RCU);
-int kcm_parse_locked(struct kcm_psock *psock, struct sk_buff *skb,
-		     bool count);
+int kcm_parse_lenfield(struct kcm_psock *psock, struct sk_buff *skb,
+		       bool count);
 void kcm_parse_unlock(struct kcm_psock *psock) __releases(RCU);
 int kcm_parser_get(const struct kcm_attach_ext *info,
 		   struct kcm_parser *parser, struct bpf_prog **prog);
 void kcm_parser_put(const struct kcm_parser *parser, struct bpf_prog *prog);
 int kcm_attach_ext_copy(struct kcm_attach_ext *info, const void __user *arg);
+
+/**
+ * kcm_parse_locked() - the length of the message at the start of @skb
+ * @psock: the psock whose parser runs
+ * @skb: the framing buffer or the view: the message starts at offset 0
+ * @count: count a length the built-in parser rejects in the psock's
+ *	stats; false for a try whose error the framing buffer judges again
+ *
+ * Context: TCP socket lock held, in kcm_parse_lock()'s section.
+ * Return: the whole message length, 0 for "need more bytes", or a
+ * negative number (an error).
+ */
+static inline int kcm_parse_locked(struct kcm_psock *psock,
+				   struct sk_buff *skb, bool count)
+{
+	if (psock->parser.kind == KCM_PARSER_LENFIELD)
+		return kcm_parse_lenfield(psock, skb, count);
+	return (int)bpf_prog_run(psock->prog, skb);
+}
 
 /* kcm_conn.c: per-connection addressing (not in upstream) */
 struct kcm_psock *__kcm_mux_psock_by_id(struct kcm_mux *mux, u32 id);
