@@ -2298,40 +2298,35 @@ static struct sk_buff *kcm_rx_peek_next(struct sock *sk,
 /*
  * How many of the messages of @skb from message @idx (at @pos) on fit
  * in @room bytes, up to @max: their number, their bytes in *@bytes.
+ * Their lengths and connection ids are written to @b's entries after
+ * its last one, as far as it has room; the caller keeps those of the
+ * messages it reads by counting them (b->n += n).
  *
  * Context: lock_sock() held.
  */
 static unsigned int kcm_rx_fit(struct sk_buff *skb, unsigned int idx,
 			       unsigned int pos, size_t room,
-			       unsigned int max, unsigned int *bytes)
+			       unsigned int max, unsigned int *bytes,
+			       struct kcm_recv_batch *b)
 {
 	unsigned int end = kcm_rx_msg(skb)->next + kcm_rx_left(skb);
-	unsigned int n = 0, len;
+	u32 id = kcm_rx_msg(skb)->conn_id;
+	unsigned int n = 0, len, at;
 
 	*bytes = 0;
 	while (n < max && idx + n < end) {
 		len = kcm_rx_len_at(skb, idx + n, pos + *bytes);
 		if (len > room - *bytes)
 			break;
+		at = b->n + n;
+		if (at < b->room) {
+			b->lens[at] = len;
+			b->ids[at] = id;
+		}
 		*bytes += len;
 		n++;
 	}
 	return n;
-}
-
-/* Context: lock_sock() held.  Adds @n messages of @skb from @idx to @b. */
-static void kcm_recv_batch_add_msgs(struct kcm_recv_batch *b,
-				    struct sk_buff *skb, unsigned int idx,
-				    unsigned int pos, unsigned int n)
-{
-	u32 id = kcm_rx_msg(skb)->conn_id;
-	unsigned int len;
-
-	while (n--) {
-		len = kcm_rx_len_at(skb, idx++, pos);
-		kcm_recv_batch_add(b, len, id);
-		pos += len;
-	}
 }
 
 /* MSG_PEEK of kcm_recv_batch_more(): nothing leaves the queue. */
@@ -2355,10 +2350,11 @@ static size_t kcm_recv_batch_peek(struct kcm_sock *kcm, struct msghdr *msg,
 			idx = rxm->next;
 			pos = rxm->pos;
 		}
-		n = kcm_rx_fit(skb, idx, pos, len - added, max - b->n, &bytes);
+		n = kcm_rx_fit(skb, idx, pos, len - added, max - b->n, &bytes,
+			       b);
 		if (!n || skb_copy_datagram_msg(skb, pos, msg, bytes))
 			break;
-		kcm_recv_batch_add_msgs(b, skb, idx, pos, n);
+		b->n += n;
 		added += bytes;
 		idx += n;
 		pos += bytes;
@@ -2397,7 +2393,8 @@ static unsigned int kcm_recv_batch_skb(struct kcm_sock *kcm,
 	}
 	if (whole)
 		skb_unlink(skb, queue);
-	kcm_recv_batch_add_msgs(b, skb, idx, pos, n);
+	/* kcm_rx_fit() wrote their entries. */
+	b->n += n;
 	if (n)
 		kcm_rx_consume_msgs(kcm, skb, n, bytes, whole);
 	return bytes;
@@ -2429,7 +2426,7 @@ static size_t kcm_recv_batch_more(struct kcm_sock *kcm, struct msghdr *msg,
 		if (!skb)
 			break;
 		n = kcm_rx_fit(skb, kcm_rx_msg(skb)->next, kcm_rx_msg(skb)->pos,
-			       len - added, max - b->n, &bytes);
+			       len - added, max - b->n, &bytes, b);
 		if (!n)
 			break;
 		added += kcm_recv_batch_skb(kcm, msg, skb, n, bytes, b, &fault);
