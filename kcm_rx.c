@@ -637,15 +637,22 @@ static void kcm_rx_fail(struct kcm_psock *psock, int err)
 	sk_error_report(csk);
 }
 
+/* Context: TCP socket lock held.  @n messages, @bytes in all, are framed. */
+static void kcm_rx_framed_n(struct kcm_psock *psock, unsigned int n,
+			    unsigned int bytes)
+{
+	kcm_stat_add(&psock->stats.rx_msgs, n);
+	kcm_stat_add(&psock->stats.rx_bytes, bytes);
+	psock->rx_msg_len = 0;
+	psock->rx_seen = 0;
+	kcm_rx_timer_stop(psock);
+}
+
 /* Context: TCP socket lock held.  A message of @len bytes is framed. */
 static void kcm_rx_framed(struct kcm_psock *psock, unsigned int len)
 {
 	trace_kcm_rx_framed(psock, len);
-	kcm_stat_add(&psock->stats.rx_msgs, 1);
-	kcm_stat_add(&psock->stats.rx_bytes, len);
-	psock->rx_msg_len = 0;
-	psock->rx_seen = 0;
-	kcm_rx_timer_stop(psock);
+	kcm_rx_framed_n(psock, 1, len);
 }
 
 /*
@@ -1672,8 +1679,10 @@ static int kcm_rx_view_seal(struct kcm_psock *psock, struct sk_buff *src,
 	skb->truesize += kcm_rx_share(src, bytes) - bytes;
 	psock->rx_last_large = false;
 	kcm_stat_add(&psock->stats.rx_in_place, n);
-	for (i = 0; i < n; i++)
-		kcm_rx_framed(psock, psock->rx_pack_lens[i]);
+	if (trace_kcm_rx_framed_enabled())
+		for (i = 0; i < n; i++)
+			trace_kcm_rx_framed(psock, psock->rx_pack_lens[i]);
+	kcm_rx_framed_n(psock, n, bytes);
 	kcm_rx_emit(psock, skb, n);
 	return 0;
 }
