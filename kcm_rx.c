@@ -7,10 +7,12 @@
  * Bytes are taken from an attached TCP socket with tcp_read_sock().  Small
  * messages that lie whole in the page fragments of the TCP skb being read
  * are framed in place: the parser runs on the psock's view (rx_view), an
- * skb whose fragments describe TCP's from the message start on (its head
- * holds a copy of the first KCM_RX_VIEW_HEAD bytes only, for the loads of
- * a header), and a pack of them (below) references TCP's pages, so such a
- * message is copied once, to the reader.  The rest (bytes in TCP's
+ * skb whose fragments describe TCP's from the message start on, and a
+ * pack of them (below) references TCP's pages, so such a message is
+ * copied once, to the reader.  For messages that lie in one fragment the
+ * view's data points into it, as linear data; for one that goes on into
+ * the next, the view's head holds a copy of its first KCM_RX_VIEW_HEAD
+ * bytes, for the loads of a header.  The rest (bytes in TCP's
  * linear data or in pages a sender may still change, a message that goes
  * on in the next TCP skb, one the parser cannot judge yet, and the start
  * of a large one) is copied into the psock's framing buffer (rx_skb), a
@@ -1485,11 +1487,12 @@ static int kcm_rx_frame(struct kcm_psock *psock)
  * Framing in place.  Small messages that lie whole in the page fragments
  * of the TCP skb being read are framed where they are: the parser runs on
  * the psock's view (rx_view), an skb whose fragments describe, without
- * references, TCP's fragments from the message start on (its head only
- * copies a header's worth of them); a pack then takes references to
- * TCP's pages.  Only a message that goes on in the next TCP skb, a large
- * one, or one the parser cannot judge yet goes through the framing
- * buffer.
+ * references, TCP's fragments from the message start on (while the
+ * parser reads messages that lie in one fragment its data points into
+ * that fragment; for one across fragments its head copies a header's
+ * worth); a pack then takes references to TCP's pages.  Only a message
+ * that goes on in the next TCP skb, a large one, or one the parser
+ * cannot judge yet goes through the framing buffer.
  */
 
 /*
@@ -1609,10 +1612,87 @@ static void kcm_rx_view_clear(struct sk_buff *view)
 }
 
 /*
+ * Is @ret the length of a small whole message of at most @have bytes,
+ * one a socket could take?
+ *
+ * Context: TCP socket lock held.
+ */
+static bool kcm_rx_view_whole(struct kcm_psock *psock, int ret,
+			      unsigned int have)
+{
+	return ret > 0 && ret <= KCM_RX_SMALL && ret <= have &&
+	       ret <= READ_ONCE(psock->sk->sk_rcvbuf);
+}
+
+/*
+ * Parse the small whole messages that lie in @view's first fragment,
+ * while the pack has room.  The parser reads the fragment where it is,
+ * as linear data: the view's data points into it, so a header costs no
+ * copy and no walk of fragments.  The first message that does not lie
+ * whole in the fragment (or that the parser does not judge from it)
+ * stops it; the view is left as it was.
+ *
+ * Context: TCP socket lock held, in the parser's section.
+ * Return: the bytes of the messages found (added to rx_pack_lens).
+ */
+static unsigned int kcm_rx_view_parse_frag(struct kcm_psock *psock,
+					   struct sk_buff *view,
+					   unsigned int *n)
+{
+	struct skb_shared_info *vinfo = skb_shinfo(view);
+	unsigned int size = skb_frag_size(&vinfo->frags[0]);
+	u8 *addr = skb_frag_address_safe(&vinfo->frags[0]);
+	unsigned int len = view->len, data_len = view->data_len;
+	unsigned int nr = vinfo->nr_frags, done = 0;
+	u8 *data = view->data;
+	int ret;
+
+	if (!addr)
+		return 0;
+	vinfo->nr_frags = 0;
+	view->data_len = 0;
+	while (*n < KCM_RX_PACK_MAX && done < size) {
+		view->data = addr + done;
+		view->len = size - done;
+		ret = kcm_parse_locked(psock, view, false);
+		if (!kcm_rx_view_whole(psock, ret, size - done))
+			break;
+		psock->rx_pack_lens[(*n)++] = ret;
+		done += ret;
+	}
+	view->data = data;
+	view->len = len;
+	view->data_len = data_len;
+	vinfo->nr_frags = nr;
+	return done;
+}
+
+/*
+ * Parse the message at the start of @view over all the fragments it
+ * shows, its first bytes copied into the view's own head for a header's
+ * loads: a message that goes on in the next fragment.
+ *
+ * Context: TCP socket lock held, in the parser's section.
+ * Return: the parser's answer.
+ */
+static int kcm_rx_view_parse_one(struct kcm_psock *psock,
+				 struct sk_buff *view)
+{
+	unsigned int head = kcm_rx_view_head(view);
+	int ret;
+
+	ret = kcm_parse_locked(psock, view, false);
+	kcm_rx_view_unhead(view, head);
+	return ret;
+}
+
+/*
  * Parse small whole messages at the start of @view, at most
  * KCM_RX_PACK_MAX, their lengths into rx_pack_lens, under one parser
- * section (kcm_rx_parse()).  The first other answer stops it: the
- * framing buffer gets those bytes and judges it.
+ * section (kcm_rx_parse()): those in one fragment where they lie
+ * (kcm_rx_view_parse_frag()), one across fragments over the whole view.
+ * The first other answer stops it: the framing buffer gets those bytes
+ * and judges it.
  *
  * Context: TCP socket lock held; no message waits to be packed.
  * Return: the number of messages, their bytes in *@bytes.
@@ -1621,18 +1701,23 @@ static unsigned int kcm_rx_view_parse(struct kcm_psock *psock,
 				      struct sk_buff *view,
 				      unsigned int *bytes)
 {
-	int limit = READ_ONCE(psock->sk->sk_rcvbuf);
-	unsigned int n = 0, head;
+	unsigned int n = 0, size, done;
 	int ret;
 
 	*bytes = 0;
 	kcm_parse_lock(psock);
 	while (n < KCM_RX_PACK_MAX && view->len) {
-		head = kcm_rx_view_head(view);
-		ret = kcm_parse_locked(psock, view, false);
-		kcm_rx_view_unhead(view, head);
-		if (ret <= 0 || ret > KCM_RX_SMALL || ret > view->len ||
-		    ret > limit)
+		size = skb_frag_size(&skb_shinfo(view)->frags[0]);
+		done = kcm_rx_view_parse_frag(psock, view, &n);
+		*bytes += done;
+		kcm_rx_view_pull(view, done);
+		/* The fragment is used up: the next one, where they lie. */
+		if (done == size)
+			continue;
+		if (n == KCM_RX_PACK_MAX || !view->len)
+			break;
+		ret = kcm_rx_view_parse_one(psock, view);
+		if (!kcm_rx_view_whole(psock, ret, view->len))
 			break;
 		psock->rx_pack_lens[n++] = ret;
 		*bytes += ret;
