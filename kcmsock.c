@@ -196,6 +196,7 @@ static int kcm_release(struct socket *sock)
 	lock_sock(sk);
 	__skb_queue_purge(&sk->sk_receive_queue);
 	__skb_queue_purge(&sk->sk_write_queue);
+	kcm_rx_sock_free(kcm_sk(sk));
 	release_sock(sk);
 
 	sock->sk = NULL;

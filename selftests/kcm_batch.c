@@ -29,6 +29,7 @@
 #define CANARY		0xa5
 #define CTL_NONE	((size_t)-1)	/* msg_control NULL */
 #define CTL_FULL	(2 * CMSG_SPACE(MAXB * sizeof(__u32)))
+#define CTL_BIG		CMSG_SPACE(5000 * sizeof(__u32))
 
 static char rbuf[BUFSZ + 8 * GAP];
 static char got[BUFSZ];
@@ -113,7 +114,7 @@ static void parse_msg(struct msghdr *msg, ssize_t ret, struct batch *b)
 static void recv_iov(int fd, struct iovec *iov, int niov, int flags,
 		     size_t ctl, struct batch *b)
 {
-	static char cbuf[CTL_FULL] __attribute__((aligned(8)));
+	static char cbuf[CTL_BIG] __attribute__((aligned(8)));
 	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = niov };
 	ssize_t ret;
 	int err;
@@ -722,6 +723,42 @@ TEST_DIFFERS(batch_first_too_big_dgram, NO_BATCH)
 	check_piece(&b, rbuf, &s, 4, 0, 100, (b.flags & MSG_EOR) | MSG_TRUNC);
 	p = 5;
 	ASSERT_EQ(read_model(kcm, &s, &p, BUFSZ, 8, 1), 1);
+	ASSERT_ERRNO(recv(kcm, rbuf, BUFSZ, MSG_DONTWAIT), EAGAIN);
+}
+
+/*
+ * A batched read notes its lengths on the stack (a few), in an array its
+ * socket keeps for the next reads (up to 4096) or in one for that read
+ * only (more): reads that go from one to another, with control room for
+ * 8 to 5000 lengths, each return 40 messages whole and every length
+ * that fits.
+ */
+TEST_DIFFERS(batch_lengths_any_room, NO_BATCH)
+{
+	static const size_t room[] = { 8, 500, 5000, 100, 5000, 500 };
+	static struct stream s;
+	int peer, local, kcm = batch_kcm(SOCK_DGRAM, &peer, &local);
+	int p = 0, i, j, want;
+	struct batch b;
+	size_t bytes;
+
+	stream_build(&s, NMAX, 1, 5);
+	stream_queue(kcm, peer, &s);
+	ASSERT_OK(set_batch(kcm, KCM_RECV_BATCH_MAX));
+	for (i = 0; i < (int)ARRAY_SIZE(room); i++, p += 40) {
+		bytes = span(&s, p, 40);
+		recv_buf(kcm, rbuf, bytes, MSG_DONTWAIT,
+			 CMSG_SPACE(room[i] * sizeof(__u32)), &b);
+		ASSERT_EQ(b.ret, (ssize_t)bytes);
+		ASSERT_EQ(memcmp(rbuf, s.data + s.off[p], bytes), 0);
+		want = room[i] < 40 ? room[i] : 40;
+		ASSERT_EQ(b.nlens, want);
+		ASSERT_EQ(!!(b.flags & MSG_CTRUNC), want < 40);
+		for (j = 0; j < want; j++)
+			ASSERT_EQ(b.lens[j], msg_len(&s, p + j));
+	}
+	want = NMAX - p;
+	ASSERT_EQ(read_model(kcm, &s, &p, BUFSZ, MAXB, 1), want);
 	ASSERT_ERRNO(recv(kcm, rbuf, BUFSZ, MSG_DONTWAIT), EAGAIN);
 }
 

@@ -531,6 +531,9 @@ enum {
  * @rx_conn_id: KCM_RECV_CONN_ID; READ_ONCE/WRITE_ONCE
  * @rx_batch: KCM_RECV_BATCH, the most messages one read returns (0 and 1:
  *	one); READ_ONCE/WRITE_ONCE
+ * @rx_ents: lengths and ids of a batched read too large for the stack,
+ *	kept for the next ones; under lock_sock()
+ * @rx_ents_room: entries (a length and an id each) @rx_ents has room for
  * @tx_psock: the psock reserved to this socket; under @mux->lock.  Only
  *	this socket (under lock_sock()) or unattach (holding lock_sock() of
  *	this socket) take it away, except while @tx_hold is KCM_TX_IDLE:
@@ -575,6 +578,8 @@ struct kcm_sock {
 	bool rx_ready;
 	bool rx_conn_id;
 	unsigned int rx_batch;
+	u32 *rx_ents;
+	unsigned int rx_ents_room;
 	struct kcm_psock *tx_psock;
 	struct list_head tx_wait_node;
 	bool tx_waiting;
@@ -637,6 +642,7 @@ void kcm_rx_sock_leave(struct kcm_sock *kcm);
 void kcm_rx_set_disabled(struct kcm_sock *kcm, bool disable);
 int kcm_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 		int flags);
+void kcm_rx_sock_free(struct kcm_sock *kcm);
 unsigned int kcm_rx_queued(struct sock *sk);
 void kcm_mux_rx_purge(struct kcm_mux *mux);
 
