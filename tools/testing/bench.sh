@@ -23,7 +23,9 @@
 # raises net.core.rmem_max to allow it); rxm-64 (rx-64 with the KCM
 # readers using recvmmsg(), 16 messages a call); rxb-64 and rxb-512 (rx
 # with our batched receive, KCM_RECV_BATCH 64: ours only, the distro
-# module has no such option); rxu-64 (rx-64 with the KCM readers using
+# module has no such option); rxB-64 and rxB-512 (the same with reads as
+# large as the user-space framer's: 256 KB, KCM_RECV_BATCH 4096 and 512,
+# where that framer reads up to 1 MB a call); rxu-64 (rx-64 with the KCM readers using
 # io_uring, 64 IORING_OP_RECVs in flight each, kcmperf -U 64: both
 # modules; the baselines as in rx-64); tx-512 (2 KCM sockets send() over 2
 # connections; default buffers only); txb-64 and txb-512 (tx with the KCM
@@ -132,7 +134,7 @@ install_ko() {
 	esac
 }
 
-default_cfgs="rx-64 rxm-64 rxb-64 rxu-64 rx-512 rxb-512 rx-16K rx-256K rr-64 tx-512 txb-64 txb-512 scale-rx scale-tx"
+default_cfgs="rx-64 rxm-64 rxb-64 rxB-64 rxu-64 rx-512 rxb-512 rxB-512 rx-16K rx-256K rr-64 tx-512 txb-64 txb-512 scale-rx scale-tx"
 all_cfgs="$default_cfgs tx-64"
 cfgs=${only:-$default_cfgs}
 for c in $cfgs; do
@@ -236,12 +238,16 @@ run() {
 		rxm-*) set -- "$@" -R 16 ;;
 		# rxu-*: KCM readers use io_uring, 64 receives in flight
 		rxu-*) set -- "$@" -U 64 ;;
-		rxb-*)
+		rxb-* | rxB-*)
 			# batched receive: an extension, ours only (and
 			# another build of ours in the distro column)
 			[ "$who" = distro ] && [ "$distro_parser" = distro ] &&
 				return
-			set -- "$@" -G 64
+			# rxB: 256 KB reads, as large as the user framer's
+			case $cfg in
+			rxb-*) set -- "$@" -G 64 ;;
+			*) set -- "$@" -G $((262144 / ${cfg#rxB-})) ;;
+			esac
 			;;
 		esac
 		# the parser that frames correctly on the distro module
@@ -275,6 +281,7 @@ for cfg in $cfgs; do
 	rx-*) args="-m rx -s ${cfg#rx-} -c 2 -k 2" ;;
 	rxm-*) args="-m rx -s ${cfg#rxm-} -c 2 -k 2" ;;
 	rxb-*) args="-m rx -s ${cfg#rxb-} -c 2 -k 2" ;;
+	rxB-*) args="-m rx -s ${cfg#rxB-} -c 2 -k 2" ;;
 	rxu-*) args="-m rx -s ${cfg#rxu-} -c 2 -k 2" ;;
 	rr-*) args="-m rr -s ${cfg#rr-} -c 1 -k 1" ;;
 	tx-*) args="-m tx -s ${cfg#tx-} -c 2 -k 2" ;;
