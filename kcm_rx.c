@@ -2311,7 +2311,8 @@ static unsigned int kcm_cmsg_u32_room(const struct msghdr *msg)
  * zeroing (init_on_alloc) 32 KB for each read of up to 4096 messages
  * was 2% of the CPU of such reads.
  *
- * Context: lock_sock(kcm) held, may sleep.
+ * Context: lock_sock(kcm) held from before this to the end of the read
+ * (the kept array is the socket's while it is), may sleep.
  * Return: 0 or -ENOMEM.
  */
 static int kcm_recv_batch_init(struct kcm_sock *kcm,
@@ -2347,7 +2348,12 @@ static int kcm_recv_batch_init(struct kcm_sock *kcm,
 	return 0;
 }
 
-/* Context: any.  Frees @b's entries unless they are on the stack or kept. */
+/*
+ * Frees @b's entries unless they are on the stack or kept (or were never
+ * set up: NULL).
+ *
+ * Context: any.
+ */
 static void kcm_recv_batch_free(struct kcm_recv_batch *b)
 {
 	if (b->lens != b->stack && !b->kept)
@@ -2596,18 +2602,25 @@ int kcm_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	if (flags & MSG_OOB)
 		return -EOPNOTSUPP;
 
+	batch.lens = NULL;
+	batch.kept = false;
 	timeo = sock_rcvtimeo(sk, flags & MSG_DONTWAIT);
 	lock_sock(sk);
-	if (max > 1) {
-		err = kcm_recv_batch_init(kcm, &batch, msg, max);
-		if (err) {
-			release_sock(sk);
-			return err;
-		}
-	}
 	skb = kcm_rx_wait(kcm, timeo, len, flags, &unlinked, &err);
 	if (!skb)
 		goto out;
+	/*
+	 * After the wait, which lets the socket go while it sleeps: another
+	 * reader may replace the socket's kept array meanwhile.
+	 */
+	if (max > 1) {
+		err = kcm_recv_batch_init(kcm, &batch, msg, max);
+		if (err) {
+			if (unlinked)
+				skb_queue_head(&sk->sk_receive_queue, skb);
+			goto out;
+		}
+	}
 
 	offset = kcm_rx_msg(skb)->offset;
 	avail = kcm_rx_cur_len(skb) - offset;

@@ -10,6 +10,7 @@
  *   CVE-2025-38717  unattach racing close of the owning socket
  *   CVE-2022-3521   tx work racing release
  *   CVE-2022-49814  recv racing requeue
+ *   (none)          batched readers sharing one socket's lengths array
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -165,6 +166,110 @@ TEST_DIFFERS(recv_vs_requeue,
 	pthread_join(t, NULL);
 	ASSERT_EQ(kcm_wait_child(pid), 0);
 	ASSERT_EQ(got, MSGS);
+	close(kcm);
+}
+
+/* ---- batched readers of one socket -------------------------------------- */
+
+enum { BR_MSGS = 20000, BR_ROOM_MAX = 4200, BR_LEN = KCM_U_HDR + 40 };
+
+static atomic_int br_got;
+static atomic_uchar br_seen[BR_MSGS];
+
+/*
+ * Reads @arg's socket with KCM_RECV_BATCH until every message is in,
+ * with room for 40 messages and their lengths per call (@arg 0), or
+ * for more each call (41 up to BR_ROOM_MAX, @arg 1).  Returns the count
+ * of bad or repeated messages.
+ */
+static void *batch_reader(void *arg)
+{
+	static char ctls[2][CMSG_SPACE(BR_ROOM_MAX * sizeof(__u32))]
+		__attribute__((aligned(8)));
+	static char bufs[2][BR_ROOM_MAX * BR_LEN];
+	long id = (long)arg, bad = 0, idle = 0;
+	unsigned int room = id ? 41 : 40, n, i;
+	struct msghdr mh;
+	struct iovec iov;
+	struct cmsghdr *c;
+	size_t off;
+	ssize_t r;
+	long seq;
+
+	while (atomic_load(&br_got) < BR_MSGS && idle < 500) {
+		/* Room for as many messages as lengths: none is left out. */
+		iov.iov_base = bufs[id];
+		iov.iov_len = room * BR_LEN;
+		memset(&mh, 0, sizeof(mh));
+		mh.msg_iov = &iov;
+		mh.msg_iovlen = 1;
+		mh.msg_control = ctls[id];
+		mh.msg_controllen = CMSG_SPACE(room * sizeof(__u32));
+		/* SO_RCVTIMEO: it sleeps in the wait, the lock let go. */
+		r = recvmsg(shared_kcm, &mh, 0);
+		if (id && ++room > BR_ROOM_MAX)
+			room = 41;
+		if (r < 0) {
+			idle++;
+			continue;
+		}
+		idle = 0;
+		c = CMSG_FIRSTHDR(&mh);
+		if (!c || c->cmsg_type != KCM_MSG_LENS ||
+		    (mh.msg_flags & MSG_CTRUNC))
+			return (void *)(bad + 1);
+		n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(__u32);
+		for (i = 0, off = 0; i < n; i++) {
+			__u32 len = ((__u32 *)CMSG_DATA(c))[i];
+
+			seq = kcm_u_msg_check(bufs[id] + off, len);
+			if (seq < 0 || seq >= BR_MSGS ||
+			    atomic_exchange(&br_seen[seq], 1))
+				bad++;
+			off += len;
+		}
+		if (off != (size_t)r)
+			bad++;
+		atomic_fetch_add(&br_got, n);
+	}
+	return (void *)bad;
+}
+
+/*
+ * Two tasks read one socket with KCM_RECV_BATCH, one with room for 40
+ * lengths a call, the other for more each call (41 to 4200): the socket's
+ * kept array of lengths grows under the first while it sleeps waiting
+ * for messages.  Each message is seen exactly once, whole.
+ */
+TEST_DIFFERS(batched_readers_share_socket,
+	     "KCM_RECV_BATCH fails with ENOPROTOOPT")
+{
+	int kcm = kcm_socket(SOCK_DGRAM), prog = kcm_u_parser_len4();
+	int peer, local, batch = BR_ROOM_MAX, big = 8 << 20;
+	void *bad0, *bad1;
+	pthread_t t0, t1;
+	pid_t pid;
+
+	ASSERT_OK(kcm_u_tcp_pair(&peer, &local));
+	ASSERT_OK(kcm_u_attach(kcm, local, prog));
+	ASSERT_OK(setsockopt(kcm, SOL_KCM, KCM_RECV_BATCH, &batch,
+			     sizeof(batch)));
+	ASSERT_OK(setsockopt(kcm, SOL_SOCKET, SO_RCVBUFFORCE, &big,
+			     sizeof(big)));
+	kcm_u_set_timeo(kcm, SO_RCVTIMEO, 10);
+	shared_kcm = kcm;
+	pid = fork();
+	ASSERT_GE(pid, 0);
+	if (!pid)
+		_exit(kcm_send_msgs(peer, 0, BR_MSGS, 40) ? 1 : 0);
+	ASSERT_OK(-pthread_create(&t0, NULL, batch_reader, (void *)0L));
+	ASSERT_OK(-pthread_create(&t1, NULL, batch_reader, (void *)1L));
+	pthread_join(t0, &bad0);
+	pthread_join(t1, &bad1);
+	ASSERT_EQ(kcm_wait_child(pid), 0);
+	ASSERT_EQ((long)bad0, 0);
+	ASSERT_EQ((long)bad1, 0);
+	ASSERT_EQ(atomic_load(&br_got), BR_MSGS);
 	close(kcm);
 }
 
