@@ -1615,15 +1615,14 @@ static void kcm_rx_view_clear(struct sk_buff *view)
 
 /*
  * Is @ret the length of a small whole message of at most @have bytes,
- * one a socket could take?
+ * one a socket could take (at most @limit, the TCP socket's receive
+ * buffer)?
  *
- * Context: TCP socket lock held.
+ * Context: any.
  */
-static bool kcm_rx_view_whole(struct kcm_psock *psock, int ret,
-			      unsigned int have)
+static bool kcm_rx_view_whole(int ret, unsigned int have, int limit)
 {
-	return ret > 0 && ret <= KCM_RX_SMALL && ret <= have &&
-	       ret <= READ_ONCE(psock->sk->sk_rcvbuf);
+	return ret > 0 && ret <= KCM_RX_SMALL && ret <= have && ret <= limit;
 }
 
 /*
@@ -1632,14 +1631,14 @@ static bool kcm_rx_view_whole(struct kcm_psock *psock, int ret,
  * as linear data: the view's data points into it, so a header costs no
  * copy and no walk of fragments.  The first message that does not lie
  * whole in the fragment (or that the parser does not judge from it)
- * stops it; the view is left as it was.
+ * stops it; the view is left as it was.  @limit: see kcm_rx_view_whole().
  *
  * Context: TCP socket lock held, in the parser's section.
  * Return: the bytes of the messages found (added to rx_pack_lens).
  */
 static unsigned int kcm_rx_view_parse_frag(struct kcm_psock *psock,
 					   struct sk_buff *view,
-					   unsigned int *n)
+					   unsigned int *n, int limit)
 {
 	struct skb_shared_info *vinfo = skb_shinfo(view);
 	unsigned int size = skb_frag_size(&vinfo->frags[0]);
@@ -1657,7 +1656,7 @@ static unsigned int kcm_rx_view_parse_frag(struct kcm_psock *psock,
 		view->data = addr + done;
 		view->len = size - done;
 		ret = kcm_parse_locked(psock, view, false);
-		if (!kcm_rx_view_whole(psock, ret, size - done))
+		if (!kcm_rx_view_whole(ret, size - done, limit))
 			break;
 		psock->rx_pack_lens[(*n)++] = ret;
 		done += ret;
@@ -1703,6 +1702,7 @@ static unsigned int kcm_rx_view_parse(struct kcm_psock *psock,
 				      struct sk_buff *view,
 				      unsigned int *bytes)
 {
+	int limit = READ_ONCE(psock->sk->sk_rcvbuf);
 	unsigned int n = 0, size, done;
 	int ret;
 
@@ -1710,7 +1710,7 @@ static unsigned int kcm_rx_view_parse(struct kcm_psock *psock,
 	kcm_parse_lock(psock);
 	while (n < KCM_RX_PACK_MAX && view->len) {
 		size = skb_frag_size(&skb_shinfo(view)->frags[0]);
-		done = kcm_rx_view_parse_frag(psock, view, &n);
+		done = kcm_rx_view_parse_frag(psock, view, &n, limit);
 		*bytes += done;
 		kcm_rx_view_pull(view, done);
 		/* The fragment is used up: the next one, where they lie. */
@@ -1719,7 +1719,7 @@ static unsigned int kcm_rx_view_parse(struct kcm_psock *psock,
 		if (n == KCM_RX_PACK_MAX || !view->len)
 			break;
 		ret = kcm_rx_view_parse_one(psock, view);
-		if (!kcm_rx_view_whole(psock, ret, view->len))
+		if (!kcm_rx_view_whole(ret, view->len, limit))
 			break;
 		psock->rx_pack_lens[n++] = ret;
 		*bytes += ret;
@@ -2373,14 +2373,25 @@ void kcm_rx_sock_free(struct kcm_sock *kcm)
 	kcm->rx_ents_room = 0;
 }
 
+/*
+ * Entry @at of @b: a message of @len bytes from connection @id, kept
+ * when @b has room for it (the count goes on regardless).
+ *
+ * Context: any.
+ */
+static void kcm_recv_batch_set(struct kcm_recv_batch *b, unsigned int at,
+			       u32 len, u32 id)
+{
+	if (at < b->room) {
+		b->lens[at] = len;
+		b->ids[at] = id;
+	}
+}
+
 /* Context: any.  One more message of @len bytes from connection @id. */
 static void kcm_recv_batch_add(struct kcm_recv_batch *b, u32 len, u32 id)
 {
-	if (b->n < b->room) {
-		b->lens[b->n] = len;
-		b->ids[b->n] = id;
-	}
-	b->n++;
+	kcm_recv_batch_set(b, b->n++, len, id);
 }
 
 /*
@@ -2448,18 +2459,14 @@ static unsigned int kcm_rx_fit(struct sk_buff *skb, unsigned int idx,
 {
 	unsigned int end = kcm_rx_msg(skb)->next + kcm_rx_left(skb);
 	u32 id = kcm_rx_msg(skb)->conn_id;
-	unsigned int n = 0, len, at;
+	unsigned int n = 0, len;
 
 	*bytes = 0;
 	while (n < max && idx + n < end) {
 		len = kcm_rx_len_at(skb, idx + n, pos + *bytes);
 		if (len > room - *bytes)
 			break;
-		at = b->n + n;
-		if (at < b->room) {
-			b->lens[at] = len;
-			b->ids[at] = id;
-		}
+		kcm_recv_batch_set(b, b->n + n, len, id);
 		*bytes += len;
 		n++;
 	}
