@@ -89,6 +89,8 @@
 #define KCM_RX_CHUNK		(16U * PAGE_SIZE)
 /* TCP's pages are referenced only where at least this many bytes lie. */
 #define KCM_RX_REF_MIN		4096U
+/* Small pieces of a large message copied into the fragment cache, at most. */
+#define KCM_RX_FRAG_COPIES	4
 /* Bytes framed at a time when the last message was a large one. */
 #define KCM_RX_STEP		512U
 /* Bytes of a message's start the parser reads from the view's own head. */
@@ -621,7 +623,9 @@ static void kcm_rx_timer_stop(struct kcm_psock *psock)
 		return;
 
 	psock->rx_timing = false;
-	cancel_delayed_work(&psock->rx_timer_work);
+	/* Queued only with SO_RCVTIMEO set: skip the cancel's irq-off grab. */
+	if (delayed_work_pending(&psock->rx_timer_work))
+		cancel_delayed_work(&psock->rx_timer_work);
 }
 
 /*
@@ -1112,6 +1116,7 @@ static void kcm_rx_msg_append(struct kcm_psock *psock, struct sk_buff *piece)
 
 	if (!msg) {
 		psock->rx_msg = piece;
+		psock->rx_frag_copies = 0;
 	} else {
 		if (psock->rx_chunk == msg)
 			skb_shinfo(msg)->frag_list = piece;
@@ -1355,8 +1360,105 @@ static int kcm_rx_large_head(struct kcm_psock *psock, unsigned int len)
 }
 
 /*
+ * Of @len bytes of @src from @off on that cannot be referenced, those to
+ * copy now: those in its linear data alone, as the bytes in its pages
+ * after them may be referenced.
+ *
+ * Context: any.
+ */
+static unsigned int kcm_rx_copy_len(const struct sk_buff *src,
+				    unsigned int off, unsigned int len)
+{
+	if (off < skb_headlen(src))
+		return min(len, skb_headlen(src) - off);
+	return len;
+}
+
+/*
+ * May @len bytes that cannot be referenced be copied into the fragment
+ * cache rather than into a chunk?  A chunk takes new pages, zeroed with
+ * init_on_alloc, for a few bytes: the piece of a message TCP cut at an
+ * skb boundary.  A run of such pieces (small segments) goes to chunks.
+ *
+ * Context: TCP socket lock held.
+ */
+static bool kcm_rx_may_copy_frag(struct kcm_psock *psock, unsigned int len)
+{
+	return psock->rx_msg && !psock->rx_copying && len < KCM_RX_REF_MIN &&
+	       psock->rx_frag_copies < KCM_RX_FRAG_COPIES &&
+	       skb_shinfo(psock->rx_chunk)->nr_frags < MAX_SKB_FRAGS;
+}
+
+/*
+ * Copy @len bytes of @src from @off on into the psock's fragment cache,
+ * as a fragment of the large message's last skb (kcm_rx_may_copy_frag()).
+ * It is charged for the bytes copied.
+ *
+ * Context: TCP socket lock held.
+ * Return: 0 or -ENOMEM.
+ */
+static int kcm_rx_copy_frag(struct kcm_psock *psock, struct sk_buff *src,
+			    unsigned int off, unsigned int len)
+{
+	struct sk_buff *to = psock->rx_chunk, *msg = psock->rx_msg;
+	struct page *page;
+	void *data;
+
+	data = page_frag_alloc(&psock->rx_frag, len,
+			       psock->rx_gfp | __GFP_NOWARN);
+	if (!data) {
+		kcm_stat_add(&psock->stats.rx_mem_fail, 1);
+		return -ENOMEM;
+	}
+	WARN_ON_ONCE(skb_copy_bits(src, off, data, len));
+	page = virt_to_head_page(data);
+	skb_fill_page_desc(to, skb_shinfo(to)->nr_frags, page,
+			   data - page_address(page), len);
+	to->len += len;
+	to->data_len += len;
+	to->truesize += len;
+	if (to != msg) {
+		msg->len += len;
+		msg->data_len += len;
+		msg->truesize += len;
+	}
+	psock->rx_frag_copies++;
+	return 0;
+}
+
+/*
+ * Copy up to @len bytes of @src from @off on into the large message: a
+ * small piece into the fragment cache, else into its chunk being copied
+ * into, or a new one.
+ *
+ * Context: TCP socket lock held.
+ * Return: bytes copied; 0 with *@err = -ENOMEM when no memory could be had.
+ */
+static unsigned int kcm_rx_copy(struct kcm_psock *psock, struct sk_buff *src,
+				unsigned int off, unsigned int len, int *err)
+{
+	unsigned int n = kcm_rx_copy_len(src, off, len);
+
+	if (kcm_rx_may_copy_frag(psock, n)) {
+		*err = kcm_rx_copy_frag(psock, src, off, n);
+		return *err ? 0 : n;
+	}
+	if (!psock->rx_copying ||
+	    psock->rx_chunk_fill == psock->rx_chunk->len) {
+		*err = kcm_rx_chunk_add(psock, n);
+		if (*err)
+			return 0;
+	}
+	n = min(n, psock->rx_chunk->len - psock->rx_chunk_fill);
+	kcm_rx_chunk_copy(psock->rx_chunk, psock->rx_chunk_fill, src, off, n);
+	psock->rx_chunk_fill += n;
+	return n;
+}
+
+/*
  * Take up to @len bytes of @src from @off into the large message: by
- * reference when kcm_rx_may_ref() allows it, else copied into chunks.
+ * reference when kcm_rx_may_ref() allows it, else copied into chunks (a
+ * small piece into the fragment cache).
  *
  * Context: TCP socket lock held.
  * Return: bytes taken; *@err is set when an allocation failed.
@@ -1370,23 +1472,12 @@ static unsigned int kcm_rx_fill(struct kcm_psock *psock,
 	*err = 0;
 	while (done < len && psock->rx_msg_fill < psock->rx_msg_len) {
 		want = min(len - done, psock->rx_msg_len - psock->rx_msg_fill);
-		if (kcm_rx_may_ref(src, off + done, want)) {
+		if (kcm_rx_may_ref(src, off + done, want))
 			n = kcm_rx_ref(psock, src, off + done, want, err);
-			if (*err)
-				break;
-		} else {
-			if (!psock->rx_copying ||
-			    psock->rx_chunk_fill == psock->rx_chunk->len) {
-				*err = kcm_rx_chunk_add(psock, want);
-				if (*err)
-					break;
-			}
-			n = min(want, psock->rx_chunk->len -
-				      psock->rx_chunk_fill);
-			kcm_rx_chunk_copy(psock->rx_chunk, psock->rx_chunk_fill,
-					  src, off + done, n);
-			psock->rx_chunk_fill += n;
-		}
+		else
+			n = kcm_rx_copy(psock, src, off + done, want, err);
+		if (*err)
+			break;
 		psock->rx_msg_fill += n;
 		done += n;
 	}

@@ -415,34 +415,41 @@ static int kcm_kt_feed_paged(struct kcm_kt *kt, const u8 *data, size_t len,
 	return kcm_kt_read(kt, skb, 0, skb->len);
 }
 
-/* Fragments of @skb that are compound pages: the test's TCP pages. */
-static unsigned int kcm_kt_compound_frags(struct sk_buff *skb)
+/* Fragments of @skb whose pages are of @order (0: not compound). */
+static unsigned int kcm_kt_order_frags(struct sk_buff *skb, unsigned int order)
 {
 	unsigned int i, n = 0;
+	struct page *page;
 
-	for (i = 0; i < skb_shinfo(skb)->nr_frags; i++)
-		n += PageCompound(skb_frag_page(&skb_shinfo(skb)->frags[i]));
+	for (i = 0; i < skb_shinfo(skb)->nr_frags; i++) {
+		page = compound_head(skb_frag_page(&skb_shinfo(skb)->frags[i]));
+		n += (PageCompound(page) ? compound_order(page) : 0) == order;
+	}
 	return n;
 }
 
 /*
- * Fragments of @skb (a message) that reference the test's TCP pages
- * (order-2 compound pages) rather than hold copies (in order-0 pages).
+ * Fragments of @skb (a message) and of its frag_list whose pages are of
+ * @order: 2 the test's TCP pages (references), 0 chunks a piece was
+ * copied into, 3 the psock's fragment cache.
  */
-static unsigned int kcm_kt_ref_pieces(struct sk_buff *skb)
+static unsigned int kcm_kt_pieces(struct sk_buff *skb, unsigned int order)
 {
-	unsigned int n = kcm_kt_compound_frags(skb);
+	unsigned int n = kcm_kt_order_frags(skb, order);
 	struct sk_buff *piece;
 
 	skb_walk_frags(skb, piece)
-		n += kcm_kt_compound_frags(piece);
+		n += kcm_kt_order_frags(piece, order);
 	return n;
 }
 
 /*
  * Large messages in paged TCP skbs are taken by reference, but copied
  * from small TCP skbs and from shared pages; they come out byte exact
- * after the TCP skbs are gone, each charged about what it holds.
+ * after the TCP skbs are gone, each charged about what it holds.  The
+ * few bytes TCP's skb boundaries leave of a message (33000-byte skbs),
+ * and linear bytes, are copied into the psock's fragment cache rather
+ * than a new page each, and the pages after linear bytes referenced.
  */
 static void kcm_kt_large_by_reference(struct kunit *test)
 {
@@ -453,6 +460,7 @@ static void kcm_kt_large_by_reference(struct kunit *test)
 		{ 102000, 12000, false, true },
 		{ 3000, 1000, false, false },
 		{ 102000, 12000, true, false },
+		{ 33000, 12000, false, true },
 	};
 	const size_t lens[] = { 30004, 40004, 9004 };
 	size_t n = 0, off, j;
@@ -482,10 +490,20 @@ static void kcm_kt_large_by_reference(struct kunit *test)
 					(int)min(cases[c].step, n - off));
 		i = 0;
 		skb_queue_walk(&kt->mux->rx_hold, skb) {
-			KUNIT_EXPECT_EQ(test, !!kcm_kt_ref_pieces(skb),
+			KUNIT_EXPECT_EQ(test, !!kcm_kt_pieces(skb, 2),
 					cases[c].ref);
 			KUNIT_EXPECT_LE(test, skb->truesize,
 					skb->len + skb->len / 4 + 8192);
+			/*
+			 * The second message after its head: 2484 bytes at
+			 * the end of the first skb, the 3 linear bytes of the
+			 * second and of the third, and the 4005 it ends with
+			 * in the third are copied; the rest is referenced.
+			 */
+			if (cases[c].step == 33000 && i == 1) {
+				KUNIT_EXPECT_EQ(test, kcm_kt_pieces(skb, 0), 0);
+				KUNIT_EXPECT_EQ(test, kcm_kt_pieces(skb, 3), 4);
+			}
 			i++;
 		}
 		KUNIT_EXPECT_EQ(test, i, ARRAY_SIZE(lens));

@@ -251,6 +251,7 @@ struct kcm_parser {
  * @rx_msg_fill: bytes of @rx_msg written so far
  * @rx_chunk_fill: bytes of @rx_chunk written so far
  * @rx_copying: @rx_chunk is a chunk being copied into, not a reference
+ * @rx_frag_copies: small pieces of @rx_msg copied into @rx_frag
  * @rx_last_large: the last message framed was a large one
  * @rx_seen: bytes the parser was shown when it last asked for more
  * @rx_start: jiffies when the current message began (assembly timeout)
@@ -271,7 +272,8 @@ struct kcm_parser {
  *	most KCM_RX_SPARES), each reused once no pack references it
  * @rx_spares_low: the fewest unreferenced spares a replacement found
  *	since rx_trim_work last ran (UINT_MAX: none was replaced)
- * @rx_frag: where the heads of small messages are carved from
+ * @rx_frag: where the heads of small messages, and small copied pieces
+ *	of large ones, are carved from
  * @rx_gfp: allocation flags of the current framing context
  * @rx_work: framing in process context
  * @rx_timer_work: assembly timeout
@@ -314,6 +316,7 @@ struct kcm_psock {
 	unsigned int rx_msg_fill;
 	unsigned int rx_chunk_fill;
 	bool rx_copying;
+	u8 rx_frag_copies;
 	bool rx_last_large;
 	unsigned int rx_seen;
 	unsigned long rx_start;
