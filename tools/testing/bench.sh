@@ -387,6 +387,30 @@ function ratio(a, b) {
 	if (a == "" || b == "" || b == 0) return "-"
 	return sprintf("%.2f", a / b)
 }
+# ours/@who of a row: the median over @who'"'"'s runs of ours'"'"' run nearest
+# to it in the bench'"'"'s order (the same round) over it, so that a host
+# whose speed drifts during the bench moves both sides of each ratio
+function pratio(row, who,    ko, kw, i, j, best, bd, d, n, q, t, a) {
+	ko = row SUBSEP "ours"; kw = row SUBSEP who
+	if (fails[ko] || fails[kw] || !nv[ko] || !nv[kw]) return "-"
+	n = 0
+	for (i = 1; i <= nv[kw]; i++) {
+		if (val[kw, i] == 0) return "-"
+		best = 0
+		for (j = 1; j <= nv[ko]; j++) {
+			d = seq[ko, j] - seq[kw, i]
+			if (d < 0) d = -d
+			if (!best || d < bd) { best = j; bd = d }
+		}
+		a[++n] = val[ko, best] / val[kw, i]
+	}
+	for (i = 2; i <= n; i++)
+		for (j = i; j > 1 && a[j - 1] > a[j]; j--) {
+			t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
+		}
+	q = n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+	return sprintf("%.2f", q)
+}
 # the connections axis has a table of its own (below)
 /^R cfg=scale-/ { next }
 /^R / {
@@ -427,6 +451,7 @@ function ratio(a, b) {
 		else if (m == 3) v = f["p99_us"]
 		else v = f["p999_us"]
 		val[key, ++nv[key]] = v + 0
+		seq[key, nv[key]] = NR
 		if (n_metrics == 1) mb[key, nv[key]] = f["mb_per_s"] + 0
 	}
 }
@@ -450,14 +475,16 @@ END {
 			lat = m > 1
 			printf fmt_row, rc[1], rc[2], name, celltext(r, "ours", lat),
 			       celltext(r, "distro", lat), celltext(r, "user", lat),
-			       celltext(r, "raw", lat), ratio(o, cellv(r, "distro")),
-			       ratio(o, cellv(r, "user")), ratio(o, cellv(r, "raw")), omb
+			       celltext(r, "raw", lat), pratio(r, "distro"),
+			       pratio(r, "user"), pratio(r, "raw"), omb
 		}
 	}
 	print ""
 	print "Medians of " secs " s runs (ours and distro alternating A B B A)."
 	print "Ratios are ours/other: above 1 is better for msg/s and req/s,"
-	print "below 1 is better for latency.  FAIL n/m: n of m runs lost,"
+	print "below 1 is better for latency; each is the median, over the"
+	print "other column'"'"'s runs, of ours'"'"' run of the same round over it"
+	print "(paired: a host that drifts moves both).  FAIL n/m: n of m runs lost,"
 	print "damaged or stalled messages; such a cell has no number.  EXXX:"
 	print "the error posted on a connection (err#: not an errno); every"
 	print "run in full (CPU use, MB/s, counts) is in results.txt."
