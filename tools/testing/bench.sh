@@ -7,7 +7,9 @@
 # other), next to the user-space framer and raw TCP of the same bytes
 # (the user framer in odd rounds, raw TCP in even ones and in an odd last
 # round, so that --rounds 1 has both).  Ends with a table of medians and
-# the ratios ours/distro, ours/user and ours/raw.  A run whose messages
+# the ratios ours/distro, ours/user and ours/raw, each paired by round
+# (the median of the other's runs each against ours' run nearest to it,
+# pratio() below), as the host's speed drifts.  A run whose messages
 # did not all arrive intact, or that stalled, shows as FAIL in its cell,
 # never as a number.
 #
