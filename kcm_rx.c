@@ -1284,6 +1284,25 @@ static unsigned int kcm_rx_frags_ref(struct sk_buff *to,
 }
 
 /*
+ * @to, the last skb of the large message, grew by @n bytes of fragments
+ * (and was charged for them): so does the message, when @to is on its
+ * frag_list.
+ *
+ * Context: TCP socket lock held.
+ */
+static void kcm_rx_msg_grew(struct kcm_psock *psock, struct sk_buff *to,
+			    unsigned int n)
+{
+	struct sk_buff *msg = psock->rx_msg;
+
+	if (to != msg) {
+		msg->len += n;
+		msg->data_len += n;
+		msg->truesize += n;
+	}
+}
+
+/*
  * Reference bytes of @src as fragments of @to, the last skb of the large
  * message (kcm_rx_frags_ref()); the message is charged for them too.
  *
@@ -1295,13 +1314,8 @@ static unsigned int kcm_rx_ref_frags(struct kcm_psock *psock,
 				     unsigned int off, unsigned int len)
 {
 	unsigned int done = kcm_rx_frags_ref(to, src, off, len);
-	struct sk_buff *msg = psock->rx_msg;
 
-	if (to != msg) {
-		msg->len += done;
-		msg->data_len += done;
-		msg->truesize += done;
-	}
+	kcm_rx_msg_grew(psock, to, done);
 	return done;
 }
 
@@ -1400,7 +1414,7 @@ static bool kcm_rx_may_copy_frag(struct kcm_psock *psock, unsigned int len)
 static int kcm_rx_copy_frag(struct kcm_psock *psock, struct sk_buff *src,
 			    unsigned int off, unsigned int len)
 {
-	struct sk_buff *to = psock->rx_chunk, *msg = psock->rx_msg;
+	struct sk_buff *to = psock->rx_chunk;
 	struct page *page;
 	void *data;
 
@@ -1417,11 +1431,7 @@ static int kcm_rx_copy_frag(struct kcm_psock *psock, struct sk_buff *src,
 	to->len += len;
 	to->data_len += len;
 	to->truesize += len;
-	if (to != msg) {
-		msg->len += len;
-		msg->data_len += len;
-		msg->truesize += len;
-	}
+	kcm_rx_msg_grew(psock, to, len);
 	psock->rx_frag_copies++;
 	return 0;
 }

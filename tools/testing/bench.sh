@@ -348,9 +348,8 @@ function fmt(v, lat) {
 	if (v >= 1e3) return sprintf("%.1fk", v / 1e3)
 	return sprintf("%.0f", v)
 }
-function median(key,    n, i, j, t, a) {
-	n = nv[key]
-	for (i = 1; i <= n; i++) a[i] = val[key, i]
+# the median of a[1..n] (sorts a)
+function amedian(a, n,    i, j, t) {
 	for (i = 2; i <= n; i++)
 		for (j = i; j > 1 && a[j - 1] > a[j]; j--) {
 			t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
@@ -358,15 +357,15 @@ function median(key,    n, i, j, t, a) {
 	if (n % 2) return a[(n + 1) / 2]
 	return (a[n / 2] + a[n / 2 + 1]) / 2
 }
-function mbmedian(key,    n, i, j, t, a) {
+function median(key,    n, i, a) {
+	n = nv[key]
+	for (i = 1; i <= n; i++) a[i] = val[key, i]
+	return amedian(a, n)
+}
+function mbmedian(key,    n, i, a) {
 	n = nv[key]
 	for (i = 1; i <= n; i++) a[i] = mb[key, i]
-	for (i = 2; i <= n; i++)
-		for (j = i; j > 1 && a[j - 1] > a[j]; j--) {
-			t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
-		}
-	if (n % 2) return a[(n + 1) / 2]
-	return (a[n / 2] + a[n / 2 + 1]) / 2
+	return amedian(a, n)
 }
 # value of a cell, or "" when a run failed (text in cell[])
 function cellv(row, who,    key) {
@@ -392,7 +391,7 @@ function ratio(a, b) {
 # ours/@who of a row: the median over @who'"'"'s runs of ours'"'"' run nearest
 # to it in the bench'"'"'s order (the same round) over it, so that a host
 # whose speed drifts during the bench moves both sides of each ratio
-function pratio(row, who,    ko, kw, i, j, best, bd, d, n, q, t, a) {
+function pratio(row, who,    ko, kw, i, j, best, bd, d, n, a) {
 	ko = row SUBSEP "ours"; kw = row SUBSEP who
 	if (fails[ko] || fails[kw] || !nv[ko] || !nv[kw]) return "-"
 	n = 0
@@ -406,12 +405,7 @@ function pratio(row, who,    ko, kw, i, j, best, bd, d, n, q, t, a) {
 		}
 		a[++n] = val[ko, best] / val[kw, i]
 	}
-	for (i = 2; i <= n; i++)
-		for (j = i; j > 1 && a[j - 1] > a[j]; j--) {
-			t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
-		}
-	q = n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-	return sprintf("%.2f", q)
+	return sprintf("%.2f", amedian(a, n))
 }
 # the connections axis has a table of its own (below)
 /^R cfg=scale-/ { next }
