@@ -22,6 +22,11 @@
  * messages as go out on that psock next (kcm_tx_gather(): up to
  * KCM_TX_SEGS segments or KCM_TX_WRITE_MAX bytes), so a sendmmsg() batch
  * of small messages costs one TCP call per batch, not one per message.
+ * A lone small message, with nothing of its socket queued, is not queued
+ * at all when its psock has room: TCP copies it from the sender's buffer
+ * (kcm_tx_direct()).  What TCP does not take of it is queued as a message
+ * already written up to kcm->tx_offset on that psock, so the rest follows
+ * there.
  *
  * Reservation
  * -----------
@@ -105,6 +110,8 @@
 #define KCM_TX_QUANTUM		(256 * 1024)
 /* Longest a batched message waits for the end of its batch. */
 #define KCM_TX_BATCH_WAIT	1
+/* Lone messages up to this size are written straight to TCP. */
+#define KCM_TX_DIRECT_MAX	2048
 
 /* ---- reservation (mux->lock) ------------------------------------------ */
 
@@ -471,16 +478,15 @@ static bool kcm_tx_claim(struct kcm_sock *kcm)
 }
 
 /*
- * The psock for the message @skb at the head of the queue: the reserved
- * one when it will do, else one reserved now.
+ * The psock for the socket's first message, addressed as @to: the
+ * reserved one when it will do, else one reserved now.
  *
  * Context: lock_sock(kcm) held; takes mux->lock.
  * Return: as __kcm_tx_reserve_id(); only addressed messages get errors.
  */
 static struct kcm_psock *kcm_tx_reserve(struct kcm_sock *kcm,
-					struct sk_buff *skb)
+					const struct kcm_tx_msg *to)
 {
-	const struct kcm_tx_msg *to = kcm_tx_msg(skb);
 	struct kcm_psock *psock;
 
 	sock_owned_by_me(&kcm->sk);
@@ -673,6 +679,16 @@ static int kcm_tx_pack_add(struct kcm_sock *kcm, struct msghdr *msg,
 	return 1;
 }
 
+/* Context: lock_sock(kcm) held.  @n messages of @bytes went to @psock. */
+static void kcm_tx_count(struct kcm_sock *kcm, struct kcm_psock *psock,
+			 unsigned int n, unsigned int bytes)
+{
+	kcm_stat_add(&kcm->stats.tx_msgs, n);
+	kcm_stat_add(&kcm->stats.tx_bytes, bytes);
+	kcm_stat_add(&psock->stats.tx_msgs, n);
+	kcm_stat_add(&psock->stats.tx_bytes, bytes);
+}
+
 /*
  * @skb, at the head of the queue, was written up to kcm->tx_offset on
  * @psock, which it now leaves.  For a pack, the messages written whole
@@ -695,10 +711,7 @@ static void kcm_tx_pack_trim_sent(struct kcm_sock *kcm,
 		bytes += lens[n++];
 	if (!n)
 		return;
-	kcm_stat_add(&kcm->stats.tx_msgs, n);
-	kcm_stat_add(&kcm->stats.tx_bytes, bytes);
-	kcm_stat_add(&psock->stats.tx_msgs, n);
-	kcm_stat_add(&psock->stats.tx_bytes, bytes);
+	kcm_tx_count(kcm, psock, n, bytes);
 	__skb_pull(skb, bytes);
 	memmove(lens, lens + n, (txm->nmsgs - n) * sizeof(u16));
 	txm->nmsgs -= n;
@@ -911,7 +924,8 @@ static void kcm_tx_done(struct kcm_sock *kcm, struct kcm_psock *psock,
 	struct kcm_mux *mux = kcm->mux;
 	unsigned int n;
 
-	trace_kcm_tx_sent(psock, kcm, skb);
+	trace_kcm_tx_sent(psock, kcm, skb->len, kcm_tx_nmsgs(skb),
+			  kcm_tx_msg(skb)->retried);
 	if (unlikely(kcm_tx_msg(skb)->retried)) {
 		spin_lock_bh(&mux->lock);
 		mux->mstats.tx_retries++;
@@ -921,10 +935,7 @@ static void kcm_tx_done(struct kcm_sock *kcm, struct kcm_psock *psock,
 	kcm->tx_offset = 0;
 	n = kcm_tx_nmsgs(skb);
 	kcm_tx_queued_add(kcm, -(int)n);
-	kcm_stat_add(&kcm->stats.tx_msgs, n);
-	kcm_stat_add(&kcm->stats.tx_bytes, skb->len);
-	kcm_stat_add(&psock->stats.tx_msgs, n);
-	kcm_stat_add(&psock->stats.tx_bytes, skb->len);
+	kcm_tx_count(kcm, psock, n, skb->len);
 	consume_skb(skb);
 }
 
@@ -1002,6 +1013,27 @@ static void kcm_tx_post_error(struct sock *csk, int err)
 }
 
 /*
+ * A write of @kcm's to @psock failed with @err: stop transmitting on it,
+ * tell its TCP socket, and let the psock go.
+ *
+ * Context: lock_sock(kcm) held; takes mux->lock.
+ */
+static void kcm_tx_stop(struct kcm_sock *kcm, struct kcm_psock *psock,
+			int err)
+{
+	struct kcm_mux *mux = kcm->mux;
+
+	kcm_tx_post_error(psock->sk, err);
+	kcm_stat_add(&psock->stats.tx_aborts, 1);
+	spin_lock_bh(&mux->lock);
+	WRITE_ONCE(psock->tx_stopped, true);
+	__kcm_tx_wake_direct(psock);
+	__kcm_tx_ungrant(kcm, psock, KCM_TX_ACTIVE);
+	kcm->tx_sent = 0;
+	spin_unlock_bh(&mux->lock);
+}
+
+/*
  * Writing @skb to @psock failed: stop transmitting on it, tell its TCP
  * socket, and send the message again from the start on another psock (an
  * addressed message is dropped instead, by kcm_tx_drop_conn()).  It is
@@ -1012,17 +1044,9 @@ static void kcm_tx_post_error(struct sock *csk, int err)
 static void kcm_tx_fail(struct kcm_sock *kcm, struct kcm_psock *psock,
 			struct sk_buff *skb, int err)
 {
-	struct kcm_mux *mux = kcm->mux;
-
-	trace_kcm_tx_abort(psock, kcm, skb, kcm->tx_offset, err);
-	kcm_tx_post_error(psock->sk, err);
-	kcm_stat_add(&psock->stats.tx_aborts, 1);
-	spin_lock_bh(&mux->lock);
-	WRITE_ONCE(psock->tx_stopped, true);
-	__kcm_tx_wake_direct(psock);
-	__kcm_tx_ungrant(kcm, psock, KCM_TX_ACTIVE);
-	kcm->tx_sent = 0;
-	spin_unlock_bh(&mux->lock);
+	trace_kcm_tx_abort(psock, kcm, skb->len, kcm->tx_offset, err,
+			   !kcm_tx_msg(skb)->directed);
+	kcm_tx_stop(kcm, psock, err);
 	kcm_tx_pack_trim_sent(kcm, psock, skb);
 	kcm->tx_offset = 0;
 	if (!kcm_tx_msg(skb)->directed)
@@ -1079,7 +1103,7 @@ static void kcm_tx_push(struct kcm_sock *kcm)
 	sock_owned_by_me(&kcm->sk);
 	WRITE_ONCE(kcm->tx_owed, false);
 	while ((skb = skb_peek(queue))) {
-		psock = kcm_tx_reserve(kcm, skb);
+		psock = kcm_tx_reserve(kcm, kcm_tx_msg(skb));
 		if (IS_ERR(psock)) {
 			kcm_tx_drop_conn(kcm, kcm_tx_msg(skb)->conn_id,
 					 PTR_ERR(psock));
@@ -1192,11 +1216,13 @@ static void kcm_psock_tx_work(struct work_struct *work)
 	}
 	err = kcm_tx_send_msg(csk, skb, &psock->tx_orphan_off, false);
 	if (!err) {
-		trace_kcm_tx_sent(psock, NULL, skb);
+		trace_kcm_tx_sent(psock, NULL, skb->len, 1,
+				  kcm_tx_msg(skb)->retried);
 		kcm_stat_add(&psock->stats.tx_msgs, 1);
 		kcm_stat_add(&psock->stats.tx_bytes, skb->len);
 	} else if (err != -EAGAIN) {
-		trace_kcm_tx_abort(psock, NULL, skb, psock->tx_orphan_off, err);
+		trace_kcm_tx_abort(psock, NULL, skb->len, psock->tx_orphan_off,
+				   err, false);
 		kcm_stat_add(&psock->stats.tx_aborts, 1);
 		kcm_tx_post_error(csk, err);
 	}
@@ -1240,7 +1266,8 @@ static void __kcm_tx_abort_head(struct kcm_sock *kcm, struct kcm_psock *psock)
 
 	sock_owned_by_me(&kcm->sk);
 	lockdep_assert_held(&kcm->mux->lock);
-	trace_kcm_tx_abort(psock, kcm, skb, kcm->tx_offset, 0);
+	trace_kcm_tx_abort(psock, kcm, skb ? skb->len : 0, kcm->tx_offset, 0,
+			   skb && !kcm_tx_msg(skb)->directed);
 	kcm_stat_add(&psock->stats.tx_aborts, 1);
 	if (!skb)
 		return;
@@ -1293,8 +1320,8 @@ void kcm_psock_tx_detach(struct kcm_psock *psock)
 
 	cancel_work_sync(&psock->tx_work);
 	if (psock->tx_orphan) {
-		trace_kcm_tx_abort(psock, NULL, psock->tx_orphan,
-				   psock->tx_orphan_off, 0);
+		trace_kcm_tx_abort(psock, NULL, psock->tx_orphan->len,
+				   psock->tx_orphan_off, 0, false);
 		kcm_stat_add(&psock->stats.tx_aborts, 1);
 		kfree_skb(psock->tx_orphan);
 		psock->tx_orphan = NULL;
@@ -1577,6 +1604,124 @@ static int kcm_tx_add(struct kcm_sock *kcm, struct msghdr *msg, size_t len,
 	return kcm_tx_copy(kcm, &msg->msg_iter, len);
 }
 
+/* ---- lone small messages, written straight to TCP ---------------------- */
+
+/*
+ * May @msg, a whole message of @len bytes, be written straight to TCP?
+ * Only a small one with nothing queued before it, outside a batch (whose
+ * messages share a write), from a buffer that can be read: a copy fault
+ * after part of it went out would cut the stream inside a message.
+ *
+ * Context: lock_sock(kcm) held, process context.
+ */
+static bool kcm_tx_direct_ok(struct kcm_sock *kcm, struct msghdr *msg,
+			     size_t len, int flags)
+{
+	return len && len <= KCM_TX_DIRECT_MAX && !(flags & MSG_BATCH) &&
+	       !kcm->tx_partial &&
+	       skb_queue_empty(&kcm->sk.sk_write_queue) &&
+	       !fault_in_iov_iter_readable(&msg->msg_iter, len);
+}
+
+/*
+ * Write the whole message in @msg, @len bytes addressed as @to, to the
+ * socket's psock without building an skb of ours: TCP copies it from the
+ * sender's buffer, as a write() to the TCP socket would.  Whatever is not
+ * written is left in @msg, which is wound back to the message's start.
+ * A write that fails with nothing written stops the psock, as
+ * kcm_tx_fail() does, and sets *@failed: the message is then queued as a
+ * retry, for another psock.
+ *
+ * Context: lock_sock(kcm) held, process context; takes lock_sock() of
+ * the TCP socket.
+ * Return: the bytes written: @len, 0 when nothing was (no psock, no room
+ * in TCP, or the write failed), else a part, the rest of which must
+ * follow on the same psock (kcm->tx_psock).
+ */
+static size_t kcm_tx_direct(struct kcm_sock *kcm, struct msghdr *msg,
+			    size_t len, const struct kcm_tx_msg *to,
+			    bool *failed)
+{
+	size_t before = iov_iter_count(&msg->msg_iter);
+	size_t controllen = msg->msg_controllen;
+	int flags = msg->msg_flags, ret;
+	struct kcm_psock *psock;
+	struct sock *csk;
+
+	psock = kcm_tx_reserve(kcm, to);
+	if (IS_ERR_OR_NULL(psock))
+		return 0;
+	csk = psock->sk;
+	lock_sock(csk);
+	if (sk_stream_wspace(csk) < (int)len) {
+		release_sock(csk);
+		return 0;
+	}
+	/* Our flags, and no control message: those were for KCM. */
+	msg->msg_flags = MSG_DONTWAIT | MSG_NOSIGNAL;
+	msg->msg_controllen = 0;
+	ret = tcp_sendmsg_locked(csk, msg, len);
+	msg->msg_flags = flags;
+	msg->msg_controllen = controllen;
+	release_sock(csk);
+
+	if (ret == (int)len) {
+		trace_kcm_tx_sent(psock, kcm, len, 1, false);
+		kcm_tx_count(kcm, psock, 1, len);
+		kcm->tx_sent += len;
+		return len;
+	}
+	iov_iter_revert(&msg->msg_iter,
+			before - iov_iter_count(&msg->msg_iter));
+	if (ret > 0) {
+		kcm->tx_sent += ret;
+		return ret;
+	}
+	if (ret != -EAGAIN) {
+		trace_kcm_tx_abort(psock, kcm, len, 0, ret, !to->directed);
+		kcm_tx_stop(kcm, psock, ret);
+		*failed = true;
+	}
+	return 0;
+}
+
+/*
+ * The message a direct write did not finish, @sent bytes written (or
+ * none, *@failed), is now queued alone: it goes on from there on the
+ * same psock, or, the psock having failed, whole as a retry elsewhere.
+ *
+ * Context: lock_sock(kcm) held.
+ */
+static void kcm_tx_direct_queued(struct kcm_sock *kcm, size_t sent,
+				 bool failed)
+{
+	struct sk_buff *skb = skb_peek(&kcm->sk.sk_write_queue);
+
+	if (WARN_ON_ONCE(!skb || !skb_queue_is_last(&kcm->sk.sk_write_queue,
+						    skb)))
+		return;
+	kcm->tx_offset = sent;
+	if (failed && !kcm_tx_msg(skb)->directed)
+		kcm_tx_msg(skb)->retried = true;
+}
+
+/*
+ * A direct write left @sent bytes of a message of @len on the psock, and
+ * the rest could not be queued (@err): the connection's stream is cut
+ * inside a message, so transmission on it stops, as after a failed
+ * write.
+ *
+ * Context: lock_sock(kcm) held; takes mux->lock.
+ */
+static void kcm_tx_direct_abort(struct kcm_sock *kcm, size_t len,
+				size_t sent, int err)
+{
+	struct kcm_psock *psock = kcm->tx_psock;
+
+	trace_kcm_tx_abort(psock, kcm, len, sent, err, false);
+	kcm_tx_stop(kcm, psock, err);
+}
+
 /**
  * kcm_tx_sendmsg() - add to or end a message
  * @sock: a KCM socket
@@ -1596,8 +1741,9 @@ int kcm_tx_sendmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	struct sock *sk = sock->sk;
 	struct kcm_sock *kcm = kcm_sk(sk);
 	int flags = msg->msg_flags;
-	bool eor, packed = false;
+	bool eor, packed = false, failed = false;
 	struct kcm_tx_msg to;
+	size_t sent = 0;
 	long timeo;
 	int err;
 
@@ -1618,6 +1764,15 @@ int kcm_tx_sendmsg(struct socket *sock, struct msghdr *msg, size_t len,
 		err = kcm_conn_tx_cmsg(kcm, msg, &to);
 	if (!err && len)
 		err = kcm_tx_wait_room(kcm, len, &timeo);
+	if (!err && eor && !splice && kcm_tx_direct_ok(kcm, msg, len, flags)) {
+		sent = kcm_tx_direct(kcm, msg, len, &to, &failed);
+		if (sent == len) {
+			kcm_tx_maybe_yield(kcm);
+			kcm_tx_release(kcm);
+			err = len;
+			goto out;
+		}
+	}
 	if (!err && len && eor && !splice) {
 		err = kcm_tx_pack_add(kcm, msg, len, &to);
 		packed = err > 0;
@@ -1625,14 +1780,22 @@ int kcm_tx_sendmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	}
 	if (!err && len && !packed)
 		err = kcm_tx_add(kcm, msg, len, splice);
-	if (err)
+	if (err) {
+		if (sent)
+			kcm_tx_direct_abort(kcm, len, sent, err);
+		else if (skb_queue_empty(&sk->sk_write_queue))
+			/* A psock reserved for a direct write goes idle. */
+			kcm_tx_release(kcm);
 		goto out;
+	}
 
 	if (!packed) {
 		kcm_conn_tx_set(kcm, &to);
 		if (eor)
 			kcm_tx_end(kcm);
 	}
+	if (sent || failed)
+		kcm_tx_direct_queued(kcm, sent, failed);
 	err = len;
 out:
 	kcm_tx_call_end(kcm, flags, eor && err >= 0, err < 0);

@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
@@ -345,6 +346,73 @@ TEST_DIFFERS(send_copy_fault,
 	copy_fault_variant(SOCK_DGRAM, 20000, 1);
 	copy_fault_variant(SOCK_SEQPACKET, 60000, 0);
 	copy_fault_variant(SOCK_SEQPACKET, 5000, 1);
+}
+
+/*
+ * Lone small messages go straight to TCP while it has room.  The peer
+ * does not read, so its window closes; with TCP_NOTSENT_LOWAT at one
+ * byte TCP takes no new segment once data waits unsent, so the message
+ * that crosses the end of its last segment is taken in part.  Its rest
+ * and what follows wait in KCM until the peer reads: every message
+ * arrives whole and in order, and nothing else.
+ */
+static void lone_fill_variant(int type, size_t plen)
+{
+	int peer, local, kcm = kcm_with_tcp(type, &peer, &local);
+	int lowat = 1, sndbuf = 1 << 20, ksndbuf = 65536, n = 0, i;
+	int eor = type == SOCK_SEQPACKET ? MSG_EOR : 0;
+
+	ASSERT_OK(setsockopt(local, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat,
+			     sizeof(lowat)));
+	ASSERT_OK(setsockopt(local, SOL_SOCKET, SO_SNDBUF, &sndbuf,
+			     sizeof(sndbuf)));
+	ASSERT_OK(setsockopt(kcm, SOL_SOCKET, SO_SNDBUF, &ksndbuf,
+			     sizeof(ksndbuf)));
+	while (n < 100000 &&
+	       send_msg(kcm, plen + n % 7, n, MSG_DONTWAIT | eor) > 0)
+		n++;
+	ASSERT_EQ(errno, EAGAIN);
+	TH_LOG("%zu-byte payloads: %d sent before EAGAIN", plen, n);
+	ASSERT_GE(n, 20);
+	for (i = 0; i < n; i++)
+		ASSERT_EQ(tcp_read_msg(peer, sbuf, sizeof(sbuf)), i);
+	usleep(100000);
+	ASSERT_ERRNO(recv(peer, sbuf, 1, MSG_DONTWAIT), EAGAIN);
+	close(kcm);
+	close(peer);
+}
+
+TEST(send_lone_fills_tcp)
+{
+	lone_fill_variant(SOCK_DGRAM, 60);
+	lone_fill_variant(SOCK_DGRAM, 1000);
+	lone_fill_variant(SOCK_SEQPACKET, 1499);
+	lone_fill_variant(SOCK_DGRAM, 2030);
+}
+
+/*
+ * A lone message whose buffer runs into an unmapped page fails with
+ * EFAULT before any of it reaches TCP: the next message arrives intact.
+ */
+TEST(send_lone_fault_at_page_end)
+{
+	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+	long page = sysconf(_SC_PAGESIZE);
+	char *map = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	size_t len = kcm_u_msg_build(sbuf, 500, 7);
+
+	ASSERT_NE(map, MAP_FAILED);
+	ASSERT_OK(mprotect(map + page, page, PROT_NONE));
+	memcpy(map + page - 100, sbuf, 100);
+	ASSERT_ERRNO(send(kcm, map + page - 100, len, 0), EFAULT);
+	ASSERT_ERRNO(send(kcm, map + page - 100, len, MSG_DONTWAIT), EFAULT);
+	ASSERT_EQ(send_msg(kcm, 300, 8, 0), KCM_U_HDR + 300);
+	ASSERT_EQ(tcp_read_msg(peer, sbuf, sizeof(sbuf)), 8);
+	usleep(100000);
+	ASSERT_ERRNO(recv(peer, sbuf, 1, MSG_DONTWAIT), EAGAIN);
+	munmap(map, 2 * page);
+	close(kcm);
 }
 
 /* Without a psock messages wait; the send buffer pushes back. */

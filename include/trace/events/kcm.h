@@ -263,8 +263,8 @@ TRACE_EVENT(kcm_rx_timeout,
  */
 TRACE_EVENT(kcm_tx_sent,
 	    TP_PROTO(const struct kcm_psock *psock, const struct kcm_sock *kcm,
-		     struct sk_buff *skb),
-	    TP_ARGS(psock, kcm, skb),
+		     unsigned int len, unsigned int msgs, bool retried),
+	    TP_ARGS(psock, kcm, len, msgs, retried),
 	    TP_STRUCT__entry(__field(unsigned int, mux)
 			     __field(int, kcm)
 			     __field(unsigned int, psock)
@@ -275,9 +275,9 @@ TRACE_EVENT(kcm_tx_sent,
 	    TP_fast_assign(__entry->mux = psock->mux->id;
 			   __entry->kcm = kcm ? kcm->index : -1;
 			   __entry->psock = psock->index;
-			   __entry->len = skb->len;
-			   __entry->msgs = kcm_tx_nmsgs(skb);
-			   __entry->retried = kcm_tx_msg(skb)->retried;
+			   __entry->len = len;
+			   __entry->msgs = msgs;
+			   __entry->retried = retried;
 	    ),
 	    TP_printk("mux=%u kcm=%d psock=%u len=%u msgs=%u retried=%d",
 		      __entry->mux, __entry->kcm, __entry->psock, __entry->len,
@@ -285,14 +285,14 @@ TRACE_EVENT(kcm_tx_sent,
 );
 
 /*
- * Writing the message @skb to a psock stopped after @sent bytes: -@err
- * from TCP, or 0 when the psock was unattached.  With @retry it goes out
- * again, whole, on another psock.
+ * Writing a message of @len bytes to a psock stopped after @sent bytes:
+ * -@err from TCP, or 0 when the psock was unattached.  With @retry it
+ * goes out again, whole, on another psock.
  */
 TRACE_EVENT(kcm_tx_abort,
 	    TP_PROTO(const struct kcm_psock *psock, const struct kcm_sock *kcm,
-		     struct sk_buff *skb, unsigned int sent, int err),
-	    TP_ARGS(psock, kcm, skb, sent, err),
+		     unsigned int len, unsigned int sent, int err, bool retry),
+	    TP_ARGS(psock, kcm, len, sent, err, retry),
 	    TP_STRUCT__entry(__field(unsigned int, mux)
 			     __field(int, kcm)
 			     __field(unsigned int, psock)
@@ -304,11 +304,10 @@ TRACE_EVENT(kcm_tx_abort,
 	    TP_fast_assign(__entry->mux = psock->mux->id;
 			   __entry->kcm = kcm ? kcm->index : -1;
 			   __entry->psock = psock->index;
-			   __entry->len = skb ? skb->len : 0;
+			   __entry->len = len;
 			   __entry->sent = sent;
 			   __entry->err = err;
-			   __entry->retry = kcm && skb &&
-					    !kcm_tx_msg(skb)->directed;
+			   __entry->retry = retry;
 	    ),
 	    TP_printk("mux=%u kcm=%d psock=%u len=%u sent=%u err=%d retry=%d",
 		      __entry->mux, __entry->kcm, __entry->psock, __entry->len,
