@@ -1644,7 +1644,8 @@ static size_t kcm_tx_direct(struct kcm_sock *kcm, struct msghdr *msg,
 {
 	size_t before = iov_iter_count(&msg->msg_iter);
 	size_t controllen = msg->msg_controllen;
-	int flags = msg->msg_flags, ret;
+	int flags = msg->msg_flags, namelen = msg->msg_namelen, ret;
+	void *name = msg->msg_name;
 	struct kcm_psock *psock;
 	struct sock *csk;
 
@@ -1657,12 +1658,19 @@ static size_t kcm_tx_direct(struct kcm_sock *kcm, struct msghdr *msg,
 		release_sock(csk);
 		return 0;
 	}
-	/* Our flags, and no control message: those were for KCM. */
+	/*
+	 * Our flags, and no address or control message: those were for
+	 * KCM (TCP would take an address for a Fast Open connect).
+	 */
 	msg->msg_flags = MSG_DONTWAIT | MSG_NOSIGNAL;
 	msg->msg_controllen = 0;
+	msg->msg_name = NULL;
+	msg->msg_namelen = 0;
 	ret = tcp_sendmsg_locked(csk, msg, len);
 	msg->msg_flags = flags;
 	msg->msg_controllen = controllen;
+	msg->msg_name = name;
+	msg->msg_namelen = namelen;
 	release_sock(csk);
 
 	if (ret == (int)len) {

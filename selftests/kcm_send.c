@@ -391,6 +391,24 @@ TEST(send_lone_fills_tcp)
 }
 
 /*
+ * An address given to sendto() is not KCM's business, as upstream: a
+ * lone message with one goes out like any other.
+ */
+TEST(send_lone_with_address)
+{
+	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_port = htons(9) };
+	size_t len = kcm_u_msg_build(sbuf, 200, 11);
+
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ASSERT_EQ(sendto(kcm, sbuf, len, 0, (struct sockaddr *)&sin,
+			 sizeof(sin)), len);
+	ASSERT_EQ(tcp_read_msg(peer, sbuf, sizeof(sbuf)), 11);
+	close(kcm);
+}
+
+/*
  * A lone message whose buffer runs into an unmapped page fails with
  * EFAULT before any of it reaches TCP: the next message arrives intact.
  */
