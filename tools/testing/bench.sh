@@ -51,10 +51,11 @@
 # build of ours (an older commit's kcm.ko) in the distro column; the
 # rxb rows then run there too.
 #
-# --parsers (default 'cbpf lenfield'; '' for none): in the rx and rr
-# configurations ours also runs with these parsers of our extensions
-# (classic BPF, the built-in length field parser) beside the eBPF one;
-# a second table compares them.
+# --parsers (default 'cbpf lenfield'; '' for none): in the rx (rx-*,
+# rxb-*, rxB-*) and rr configurations ours also runs with these parsers
+# of our extensions (classic BPF, the built-in length field parser)
+# beside the eBPF one; a second table compares them with it and with
+# the user-space framer.
 #
 # Exit status: 0 when every run of ours and of the baselines passed (the
 # distribution module failing is the upstream framing bug, reported but
@@ -308,7 +309,7 @@ for cfg in $cfgs; do
 				set -- distro raw ours
 			fi
 			case $cfg in
-			rx-* | rr-*)
+			rx-* | rxb-* | rxB-* | rr-*)
 				for p in $parsers; do
 					set -- "$@" "ours-$p"
 				done
@@ -391,8 +392,12 @@ function ratio(a, b) {
 # ours/@who of a row: the median over @who'"'"'s runs of ours'"'"' run nearest
 # to it in the bench'"'"'s order (the same round) over it, so that a host
 # whose speed drifts during the bench moves both sides of each ratio
-function pratio(row, who,    ko, kw, i, j, best, bd, d, n, a) {
-	ko = row SUBSEP "ours"; kw = row SUBSEP who
+function pratio(row, who) {
+	return pratio_of(row, "ours", who)
+}
+# the same for @mine, another column of ours, over @who
+function pratio_of(row, mine, who,    ko, kw, i, j, best, bd, d, n, a) {
+	ko = row SUBSEP mine; kw = row SUBSEP who
 	if (fails[ko] || fails[kw] || !nv[ko] || !nv[kw]) return "-"
 	n = 0
 	for (i = 1; i <= nv[kw]; i++) {
@@ -488,12 +493,12 @@ END {
 	if (!np) exit
 	print ""
 	print "Parsers of ours (extensions: classic BPF, built-in length field):"
-	fmt_p = "%-8s %-7s %-8s %-23s %-23s %-23s %8s %8s\n"
+	fmt_p = "%-8s %-7s %-8s %-23s %-23s %-23s %8s %8s %8s %8s\n"
 	printf fmt_p, "config", "tuning", "metric", "ebpf", "cbpf", "lenfield",
-	       "cbpf/e", "lenf/e"
+	       "cbpf/e", "lenf/e", "cbpf/u", "lenf/u"
 	for (i = 1; i <= nrows; i++) {
 		split(rows[i], rc, SUBSEP)
-		if (rc[1] !~ /^(rx|rr)-/) continue
+		if (rc[1] !~ /^(rx|rxb|rxB|rr)-/) continue
 		n_metrics = (rc[1] ~ /^rr/) ? 4 : 1
 		for (m = 1; m <= n_metrics; m++) {
 			r = rows[i] SUBSEP m
@@ -504,7 +509,9 @@ END {
 			       celltext(r, "ours-cbpf", lat),
 			       celltext(r, "ours-lenfield", lat),
 			       ratio(cellv(r, "ours-cbpf"), e),
-			       ratio(cellv(r, "ours-lenfield"), e)
+			       ratio(cellv(r, "ours-lenfield"), e),
+			       pratio_of(r, "ours-cbpf", "user"),
+			       pratio_of(r, "ours-lenfield", "user")
 		}
 	}
 }' "$out/results.txt" >"$out/table.txt"
