@@ -354,13 +354,15 @@ static void __kcm_rx_deliver(struct kcm_psock *psock, struct sk_buff *skb,
  */
 static void kcm_rx_flush_batch(struct kcm_psock *psock)
 {
-	struct kcm_rx_wake wake = { .n = 0 };
+	/* Only its count needs a value (kcmsock.c, "Stack buffers"). */
+	struct kcm_rx_wake wake __uninitialized;
 	struct kcm_mux *mux = psock->mux;
 	struct sk_buff *skb;
 
 	if (skb_queue_empty(&psock->rx_batch))
 		return;
 
+	wake.n = 0;
 	spin_lock_bh(&mux->lock);
 	while ((skb = __skb_dequeue(&psock->rx_batch)))
 		__kcm_rx_deliver(psock, skb, &wake);
@@ -2701,7 +2703,8 @@ int kcm_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	struct kcm_sock *kcm = kcm_sk(sk);
 	unsigned int max = READ_ONCE(kcm->rx_batch);
 	unsigned int avail, copied, offset;
-	struct kcm_recv_batch batch;
+	/* Set here and by kcm_recv_batch_init() (kcmsock.c, "Stack buffers"). */
+	struct kcm_recv_batch batch __uninitialized;
 	bool unlinked = false;
 	struct sk_buff *skb;
 	int err = 0;

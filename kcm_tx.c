@@ -851,7 +851,8 @@ static int kcm_tx_vec_msg(struct kcm_tx_vec *v, struct sk_buff *head,
 static int kcm_tx_send_msg(struct sock *csk, struct sk_buff *head,
 			   unsigned int *off, bool more)
 {
-	struct kcm_tx_vec v;
+	/* Filled before use (kcmsock.c, "Stack buffers"). */
+	struct kcm_tx_vec v __uninitialized;
 	int n, ret;
 
 	while (*off < head->len) {
@@ -976,7 +977,8 @@ static int kcm_tx_write(struct kcm_sock *kcm, struct kcm_psock *psock)
 {
 	struct sk_buff_head *queue = &kcm->sk.sk_write_queue;
 	struct sock *csk = psock->sk;
-	struct kcm_tx_vec v;
+	/* Filled by kcm_tx_gather() (kcmsock.c, "Stack buffers"). */
+	struct kcm_tx_vec v __uninitialized;
 	bool more;
 	int ret = 0;
 

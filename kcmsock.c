@@ -91,6 +91,14 @@
  * runs under rcu_read_lock() with migration disabled.  Delivery to KCM
  * sockets happens under the mux lock from either context.  The TCP
  * write_space and state_change callbacks only queue work.
+ *
+ * Stack buffers
+ * -------------
+ * Kernels built with CONFIG_INIT_STACK_ALL_ZERO (Debian's among them)
+ * clear every local on entry.  The few buffers of a per-message or
+ * per-read path that are large (a batched read's lengths, the segments
+ * of a write, the sockets a delivery wakes) are declared __uninitialized
+ * and set before they are read.
  */
 
 #include <linux/compat.h>
