@@ -41,7 +41,9 @@
 # close the KCM sockets (the mux) and then the TCP sockets, and how many
 # connections carried messages: ours and distro, and in scale-rx the
 # user-space framer epolling the N receiving ends; in a table of their
-# own with the ratio N=1000 / N=1).  Also known: tx-64.
+# own with the ratio N=1000 / N=1); scale-rxb (scale-rx with the KCM
+# readers using our batched receive, KCM_RECV_BATCH 64: ours and the
+# user-space framer).  Also known: tx-64.
 #
 # The distribution module runs with kcmperf's -P distro parser, which
 # reads the message offset that module keeps in skb->cb: the documented
@@ -137,7 +139,7 @@ install_ko() {
 	esac
 }
 
-default_cfgs="rx-64 rxm-64 rxb-64 rxB-64 rxu-64 rx-512 rxb-512 rxB-512 rx-16K rx-256K rr-64 tx-512 txb-64 txb-512 scale-rx scale-tx"
+default_cfgs="rx-64 rxm-64 rxb-64 rxB-64 rxu-64 rx-512 rxb-512 rxB-512 rx-16K rx-256K rr-64 tx-512 txb-64 txb-512 scale-rx scale-rxb scale-tx"
 all_cfgs="$default_cfgs tx-64"
 cfgs=${only:-$default_cfgs}
 for c in $cfgs; do
@@ -241,14 +243,14 @@ run() {
 		rxm-*) set -- "$@" -R 16 ;;
 		# rxu-*: KCM readers use io_uring, 64 receives in flight
 		rxu-*) set -- "$@" -U 64 ;;
-		rxb-* | rxB-*)
+		rxb-* | rxB-* | scale-rxb)
 			# batched receive: an extension, ours only (and
 			# another build of ours in the distro column)
 			[ "$who" = distro ] && [ "$distro_parser" = distro ] &&
 				return
 			# rxB: 256 KB reads, as large as the user framer's
 			case $cfg in
-			rxb-*) set -- "$@" -G 64 ;;
+			rxb-* | scale-rxb) set -- "$@" -G 64 ;;
 			*) set -- "$@" -G $((262144 / ${cfg#rxB-})) ;;
 			esac
 			;;
@@ -289,6 +291,7 @@ for cfg in $cfgs; do
 	rr-*) args="-m rr -s ${cfg#rr-} -c 1 -k 1" ;;
 	tx-*) args="-m tx -s ${cfg#tx-} -c 2 -k 2" ;;
 	txb-*) args="-m tx -s ${cfg#txb-} -c 2 -k 2 -S 64" ;;
+	scale-rxb) args="-m scale -d rx -c 1,10,100,1000 -k 2 -s 64" ;;
 	scale-*) args="-m scale -d ${cfg#scale-} -c 1,10,100,1000 -k 2 -s 64" ;;
 	esac
 	tunes="default tuned"
@@ -562,7 +565,7 @@ function versus(cfg, w, name, nm,   m, i, line) {
 	if (!((cfg SUBSEP "ours") in seenw) || !((cfg SUBSEP w) in seenw))
 		return
 	for (m = 1; m <= nm; m++) {
-		line = sprintf("%-8s %-7s %-13s", cfg, name, label[m])
+		line = sprintf("%-9s %-7s %-13s", cfg, name, label[m])
 		for (i = 1; i <= nn; i++)
 			line = line sprintf(" %-14s",
 				ratio(cellv(cfg SUBSEP "ours", ns[i], m),
@@ -616,8 +619,9 @@ END {
 		}
 	print ""
 	print "Connections: 64 B messages over N TCP connections on one mux of 2 KCM"
-	print "sockets (scale-rx: KCM receives; scale-tx: KCM sends, the peers read):"
-	hdr = sprintf("%-8s %-7s %-13s", "config", "who", "metric")
+	print "sockets (scale-rx: KCM receives; scale-rxb: the same, read with"
+	print "KCM_RECV_BATCH 64; scale-tx: KCM sends, the peers read):"
+	hdr = sprintf("%-9s %-7s %-13s", "config", "who", "metric")
 	for (i = 1; i <= nn; i++) hdr = hdr sprintf(" %-14s", "N=" ns[i])
 	print hdr sprintf(" %8s", "N" ns[nn] "/N" ns[1])
 	for (c = 1; c <= ncfg; c++) {
@@ -625,7 +629,7 @@ END {
 		for (x = 1; x <= nw[cfg]; x++) {
 			w = whos[cfg, x]; cw = cfg SUBSEP w
 			for (m = 1; m <= nm; m++) {
-				line = sprintf("%-8s %-7s %-13s", cfg, w, label[m])
+				line = sprintf("%-9s %-7s %-13s", cfg, w, label[m])
 				for (i = 1; i <= nn; i++)
 					line = line sprintf(" %-14s", celltext(cw, ns[i], m))
 				print line sprintf(" %8s", ratio(cellv(cw, ns[nn], m),
@@ -642,8 +646,9 @@ END {
 	print "included) over the messages of the window; close kcm: closing the"
 	print "KCM sockets, the last of which takes the mux and its psocks down;"
 	print "close tcp: then closing the N TCP sockets.  msgs/conn: messages"
-	print "each connection carried over the run.  user (scale-rx): the same"
-	print "writers, read by two epoll threads framing the N receiving ends."
+	print "each connection carried over the run.  user (scale-rx,"
+	print "scale-rxb): the same writers, read by two epoll threads framing"
+	print "the N receiving ends."
 	print "o/dist, o/user: ours/other (above 1 is better for msg/s, below 1"
 	print "for the rest)."
 }' "$out/results.txt" >>"$out/table.txt"
