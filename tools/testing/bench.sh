@@ -291,8 +291,8 @@ for cfg in $cfgs; do
 	rr-*) args="-m rr -s ${cfg#rr-} -c 1 -k 1" ;;
 	tx-*) args="-m tx -s ${cfg#tx-} -c 2 -k 2" ;;
 	txb-*) args="-m tx -s ${cfg#txb-} -c 2 -k 2 -S 64" ;;
-	scale-rxb) args="-m scale -d rx -c 1,10,100,1000 -k 2 -s 64" ;;
-	scale-*) args="-m scale -d ${cfg#scale-} -c 1,10,100,1000 -k 2 -s 64" ;;
+	# scale-rxb: the direction of scale-rx, read in batches (run())
+	scale-*) d=${cfg#scale-}; args="-m scale -d ${d%b} -c 1,10,100,1000 -k 2 -s 64" ;;
 	esac
 	tunes="default tuned"
 	case $cfg in
