@@ -368,13 +368,16 @@ static void parse_args(int argc, char **argv)
 /*
  * The measured run of the threads set up: a warm-up, the window (-t, or
  * until -n messages went through), then the senders stop at a message
- * boundary and the receivers must get everything sent.  Fills res.
+ * boundary and the receivers must get everything sent.  Fills res, with
+ * the CPU of the whole run too.
  */
 void run_timed(double limit)
 {
+	cpu_read(&res.ca0);
 	res.t0 = now();
 	sleep_s(opt.warm);
 	res.got0 = opt.mode == MODE_RR ? 0 : sum_ok(rxc, n_rx);
+	res.sent0 = sum_ok(txc, n_tx);
 	cpu_read(&res.c0);
 	res.t0 = now();
 	atomic_store(&measuring, 1);
@@ -390,6 +393,7 @@ void run_timed(double limit)
 		sleep_s(opt.secs);
 	}
 	res.got1 = opt.mode == MODE_RR ? 0 : sum_ok(rxc, n_rx);
+	res.sent1 = sum_ok(txc, n_tx);
 	cpu_read(&res.c1);
 	res.t1 = now();
 	atomic_store(&measuring, 0);
@@ -407,6 +411,7 @@ void run_timed(double limit)
 		usleep(10000);
 	atomic_store(&rx_stop, 1);
 	join_all();
+	cpu_read(&res.ca1);
 	res.sent = sum_ok(txc, n_tx);
 	res.got = sum_ok(rxc, n_rx);
 	res.bad = sum_bad(rxc, n_rx) + sum_bad(txc, n_tx);

@@ -200,7 +200,9 @@ struct cpu {
 struct results {
 	double t0, t1;
 	struct cpu c0, c1;
+	struct cpu ca0, ca1;		/* the whole run, until all is read */
 	unsigned long got0, got1;
+	unsigned long sent0, sent1;	/* what the senders counted */
 	unsigned long sent, got, bad;
 	bool stalled;
 };

@@ -31,6 +31,14 @@
  * allows without memory pressure (make bench raises it).  Under pressure
  * TCP drops and retransmits, and what is measured is its timers: each
  * line says how often TCP entered memory pressure (tcp_mem_pressures).
+ *
+ * Those buffers fill while the receivers are slower than the writers
+ * (with -d rx and one message per recv(), for tens of seconds at 1000
+ * connections), and meanwhile part of the window's work is done for
+ * messages it does not read: fill is what the window sent and did not
+ * read, over what it read.  cpu_all_ns_per_msg counts the whole run
+ * instead, from the warm-up until the receivers have read every message
+ * sent, over all of them: nothing is left in the buffers at its end.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -473,16 +481,30 @@ static void scale_spread(int n)
 	st.spread = true;
 }
 
+/* Busy CPU time from @a to @b, in ns. */
+static double busy_ns(const struct cpu *a, const struct cpu *b)
+{
+	return (double)(b->usr - a->usr + b->sys - a->sys) * 1e9 /
+	       sysconf(_SC_CLK_TCK);
+}
+
 static void scale_keys(double secs, unsigned long msgs)
 {
-	double busy = (double)(res.c1.usr - res.c0.usr + res.c1.sys -
-			       res.c0.sys) * 1e9 / sysconf(_SC_CLK_TCK);
+	double busy = busy_ns(&res.c0, &res.c1);
 	double self = (res.c1.self - res.c0.self) * 1e9;
+	/* the window's messages sent and not read in it, over those read */
+	double fill = ((double)(res.sent1 - res.sent0) -
+		       (double)(res.got1 - res.got0)) / (msgs ? msgs : 1);
 
 	(void)secs;
 	printf(" dir=%s cpu_ns_per_msg=%.0f self_ns_per_msg=%.0f attach_us=%.0f",
 	       modes[opt.dir]->name, msgs ? busy / msgs : 0,
 	       msgs ? self / msgs : 0, st.attach_us);
+	/* every message sent was read: nothing of the run is left out */
+	if (res.ca1.total && res.got)
+		printf(" cpu_all_ns_per_msg=%.0f",
+		       busy_ns(&res.ca0, &res.ca1) / res.got);
+	printf(" fill=%.3f", fill);
 	if (st.closed)
 		printf(" close_kcm_us=%.0f close_tcp_us=%.0f", st.close_kcm_us,
 		       st.close_tcp_us);

@@ -75,14 +75,14 @@ rounds=2
 only=
 parsers="cbpf lenfield"
 out=$build/bench
-timeout_s=1200
+timeout_s=
 
 usage() {
 	cat >&2 <<'EOF'
 usage: bench.sh --module KO [--kver VER] [--distro-module KO]
                 [--distro-parser distro|ebpf] [--secs S (2)]
                 [--rounds N (2)] [--only 'CFG ...'] [--parsers 'P ...']
-                [--out DIR] [--timeout S]
+                [--out DIR] [--timeout S (600 + 420 a round)]
 EOF
 	exit 2
 }
@@ -113,6 +113,9 @@ die() {
 [ -x "$top/tools/kcmperf" ] || die "tools/kcmperf not built: make tools"
 [[ $secs =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "--secs wants seconds, not '$secs'"
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || die "--rounds wants a positive number"
+# a round of every configuration takes 4 to 5 minutes in TCG
+[ -n "$timeout_s" ] || timeout_s=$((600 + 420 * rounds))
+[[ $timeout_s =~ ^[1-9][0-9]*$ ]] || die "--timeout wants seconds"
 modinfo=$(PATH=$PATH:/sbin:/usr/sbin command -v modinfo) ||
 	die "modinfo not found: apt-get install kmod"
 if [ -z "$kver" ]; then
@@ -554,7 +557,8 @@ function celltext(cw, n, m,    k, v, t) {
 	}
 	v = cellv(cw, n, m)
 	if (v == "") return "-"
-	return m == 2 || m == 6 ? sprintf("%d", v) : fmt(v)
+	if (m == 10) return sprintf("%.3f", v)
+	return m == 2 || m == 3 || m == 7 ? sprintf("%d", v) : fmt(v)
 }
 function ratio(a, b) {
 	if (a == "" || b == "" || b == 0) return "-"
@@ -565,7 +569,7 @@ function versus(cfg, w, name, nm,   m, i, line) {
 	if (!((cfg SUBSEP "ours") in seenw) || !((cfg SUBSEP w) in seenw))
 		return
 	for (m = 1; m <= nm; m++) {
-		line = sprintf("%-9s %-7s %-13s", cfg, name, label[m])
+		line = sprintf("%-9s %-7s %-14s", cfg, name, label[m])
 		for (i = 1; i <= nn; i++)
 			line = line sprintf(" %-14s",
 				ratio(cellv(cfg SUBSEP "ours", ns[i], m),
@@ -574,8 +578,8 @@ function versus(cfg, w, name, nm,   m, i, line) {
 	}
 }
 BEGIN {
-	nm = split("msgs_per_s cpu_ns_per_msg attach_us close_kcm_us close_tcp_us conns_used conn_msgs_min conn_msgs_max", key, " ")
-	split("msg/s|cpu ns/msg|attach us|close kcm us|close tcp us|conns used|msgs/conn min|msgs/conn max", label, "|")
+	nm = split("msgs_per_s cpu_ns_per_msg cpu_all_ns_per_msg attach_us close_kcm_us close_tcp_us conns_used conn_msgs_min conn_msgs_max fill", key, " ")
+	split("msg/s|cpu ns/msg|cpu all ns/msg|attach us|close kcm us|close tcp us|conns used|msgs/conn min|msgs/conn max|unread/msg", label, "|")
 }
 /^R cfg=scale-/ {
 	delete f
@@ -621,7 +625,7 @@ END {
 	print "Connections: 64 B messages over N TCP connections on one mux of 2 KCM"
 	print "sockets (scale-rx: KCM receives; scale-rxb: the same, read with"
 	print "KCM_RECV_BATCH 64; scale-tx: KCM sends, the peers read):"
-	hdr = sprintf("%-9s %-7s %-13s", "config", "who", "metric")
+	hdr = sprintf("%-9s %-7s %-14s", "config", "who", "metric")
 	for (i = 1; i <= nn; i++) hdr = hdr sprintf(" %-14s", "N=" ns[i])
 	print hdr sprintf(" %8s", "N" ns[nn] "/N" ns[1])
 	for (c = 1; c <= ncfg; c++) {
@@ -629,21 +633,29 @@ END {
 		for (x = 1; x <= nw[cfg]; x++) {
 			w = whos[cfg, x]; cw = cfg SUBSEP w
 			for (m = 1; m <= nm; m++) {
-				line = sprintf("%-9s %-7s %-13s", cfg, w, label[m])
+				line = sprintf("%-9s %-7s %-14s", cfg, w, label[m])
 				for (i = 1; i <= nn; i++)
 					line = line sprintf(" %-14s", celltext(cw, ns[i], m))
-				print line sprintf(" %8s", ratio(cellv(cw, ns[nn], m),
-								   cellv(cw, ns[1], m)))
+				r = ratio(cellv(cw, ns[nn], m), cellv(cw, ns[1], m))
+				# unread/msg: a difference, no ratio
+				if (m == 10) r = "-"
+				print line sprintf(" %8s", r)
 			}
 		}
 		# ours against the distribution module, N by N (and the
 		# user framer: rate and CPU)
-		versus(cfg, "distro", "o/dist", 5)
-		versus(cfg, "user", "o/user", 2)
+		versus(cfg, "distro", "o/dist", 6)
+		versus(cfg, "user", "o/user", 3)
 	}
 	print ""
 	print "cpu ns/msg: CPU time of the whole guest (/proc/stat busy, softirqs"
-	print "included) over the messages of the window; close kcm: closing the"
+	print "included) over the messages of the window; cpu all: the same over"
+	print "the whole run, warm-up to the last message read, over all of its"
+	print "messages (nothing is left in the buffers: where the readers are"
+	print "slower than the writers, the buffers of 1000 connections fill for"
+	print "tens of seconds, and the window does work for messages it does"
+	print "not read); unread/msg: messages the window sent and did not read,"
+	print "over those it read; close kcm: closing the"
 	print "KCM sockets, the last of which takes the mux and its psocks down;"
 	print "close tcp: then closing the N TCP sockets.  msgs/conn: messages"
 	print "each connection carried over the run.  user (scale-rx,"
