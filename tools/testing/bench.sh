@@ -557,8 +557,9 @@ function celltext(cw, n, m,    k, v, t) {
 	}
 	v = cellv(cw, n, m)
 	if (v == "") return "-"
-	if (m == 10) return sprintf("%.3f", v)
-	return m == 2 || m == 3 || m == 7 ? sprintf("%d", v) : fmt(v)
+	if (key[m] == "fill") return sprintf("%.3f", v)
+	if (key[m] ~ /^cpu_|^conns_used$/) return sprintf("%d", v)
+	return fmt(v)
 }
 function ratio(a, b) {
 	if (a == "" || b == "" || b == 0) return "-"
@@ -638,12 +639,12 @@ END {
 					line = line sprintf(" %-14s", celltext(cw, ns[i], m))
 				r = ratio(cellv(cw, ns[nn], m), cellv(cw, ns[1], m))
 				# unread/msg: a difference, no ratio
-				if (m == 10) r = "-"
+				if (key[m] == "fill") r = "-"
 				print line sprintf(" %8s", r)
 			}
 		}
-		# ours against the distribution module, N by N (and the
-		# user framer: rate and CPU)
+		# ours against the distribution module, N by N: rate, CPU
+		# and times (and the user framer: rate and CPU)
 		versus(cfg, "distro", "o/dist", 6)
 		versus(cfg, "user", "o/user", 3)
 	}
