@@ -147,6 +147,14 @@ int report_msgs(bool watchdog, void (*extra)(double secs, unsigned long msgs))
 	       secs > 0 ? msgs / secs : 0,
 	       secs > 0 ? msgs * (double)opt.size / 1e6 / secs : 0);
 	print_cpu();
+	/*
+	 * The window's messages sent and not read in it, over those read:
+	 * above 0 while the receivers fall behind and buffers fill, so the
+	 * window does work for messages it does not count.
+	 */
+	if (!watchdog)
+		printf(" fill=%.3f", ((double)(res.sent1 - res.sent0) -
+				      (double)msgs) / (msgs ? msgs : 1));
 	if (extra)
 		extra(secs, msgs);
 	printf(" sent=%lu got=%lu bad=%lu lost=%lu stalled=%d err=%s result=%s%s\n",

@@ -36,7 +36,7 @@
  * (with -d rx and one message per recv(), for tens of seconds at 1000
  * connections), and meanwhile part of the window's work is done for
  * messages it does not read: fill is what the window sent and did not
- * read, over what it read.  cpu_all_ns_per_msg counts the whole run
+ * read, over what it read (report_msgs()).  cpu_all_ns_per_msg counts the whole run
  * instead, from the warm-up until the receivers have read every message
  * sent, over all of them: nothing is left in the buffers at its end.
  */
@@ -492,9 +492,6 @@ static void scale_keys(double secs, unsigned long msgs)
 {
 	double busy = busy_ns(&res.c0, &res.c1);
 	double self = (res.c1.self - res.c0.self) * 1e9;
-	/* the window's messages sent and not read in it, over those read */
-	double fill = ((double)(res.sent1 - res.sent0) -
-		       (double)(res.got1 - res.got0)) / (msgs ? msgs : 1);
 
 	(void)secs;
 	printf(" dir=%s cpu_ns_per_msg=%.0f self_ns_per_msg=%.0f attach_us=%.0f",
@@ -504,7 +501,6 @@ static void scale_keys(double secs, unsigned long msgs)
 	if (res.ca1.total && res.got)
 		printf(" cpu_all_ns_per_msg=%.0f",
 		       busy_ns(&res.ca0, &res.ca1) / res.got);
-	printf(" fill=%.3f", fill);
 	if (st.closed)
 		printf(" close_kcm_us=%.0f close_tcp_us=%.0f", st.close_kcm_us,
 		       st.close_tcp_us);
