@@ -35,10 +35,11 @@
  * Those buffers fill while the receivers are slower than the writers
  * (with -d rx and one message per recv(), for tens of seconds at 1000
  * connections), and meanwhile part of the window's work is done for
- * messages it does not read: fill is what the window sent and did not
- * read, over what it read (report_msgs()).  cpu_all_ns_per_msg counts the whole run
- * instead, from the warm-up until the receivers have read every message
- * sent, over all of them: nothing is left in the buffers at its end.
+ * messages it does not read: fill (report_msgs()) is what the window
+ * sent and did not read, over what it read.  cpu_all_ns_per_msg counts
+ * the whole run instead, from the warm-up until the receivers have read
+ * every message sent, over all of them: nothing is left in the buffers
+ * at its end.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
