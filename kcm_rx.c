@@ -2373,8 +2373,9 @@ static void kcm_rx_consume(struct kcm_sock *kcm, struct sk_buff *skb,
  * @lens: length of each message, in order
  * @ids: connection id of each message (KCM_RECV_CONN_ID)
  * @n: messages read
- * @room: entries @lens and @ids have: as many as the caller's control
- *	buffer can take, so a batch is never cut short by a lack of them
+ * @room: entries @lens and @ids have: the most messages the read may
+ *	return, as many as the caller's control buffer can describe
+ *	(kcm_recv_batch_room())
  * @kept: @lens is the socket's kept array (kcm_sock.rx_ents)
  * @stack: storage of @lens and @ids for small batches
  */
@@ -2404,6 +2405,45 @@ static unsigned int kcm_cmsg_u32_room(const struct msghdr *msg)
 		return 0;
 	return min_t(size_t, (msg->msg_controllen - hdr) / sizeof(u32),
 		     KCM_RECV_BATCH_MAX);
+}
+
+/*
+ * Context: any.  Bytes of a control message of @n __u32 in @msg's
+ * layout, with the padding that put_cmsg() skips after it.
+ */
+static size_t kcm_cmsg_u32_space(const struct msghdr *msg, unsigned int n)
+{
+	size_t len = kcm_cmsg_hdr(msg) + n * sizeof(u32);
+
+	if (IS_ENABLED(CONFIG_COMPAT) && (msg->msg_flags & MSG_CMSG_COMPAT))
+		return ALIGN(len, sizeof(s32));	/* compat cmsgs: 32-bit aligned */
+	return CMSG_ALIGN(len);
+}
+
+/*
+ * How many messages a batched read into @msg may return, up to @max: no
+ * more than its control buffer can describe, a KCM_MSG_LENS entry each
+ * and, with KCM_RECV_CONN_ID, a KCM_CONN_ID entry each, so that no
+ * message of a batch comes without its length.  0: room for none.
+ *
+ * Context: any.
+ */
+static unsigned int kcm_recv_batch_room(struct kcm_sock *kcm,
+					const struct msghdr *msg,
+					unsigned int max)
+{
+	size_t hdr = kcm_cmsg_hdr(msg), ctl = msg->msg_controllen;
+	unsigned int n = min(max, kcm_cmsg_u32_room(msg));
+
+	if (!n || !READ_ONCE(kcm->rx_conn_id))
+		return n;
+	/* Two messages of n entries take at least 2 * hdr + 8 * n bytes. */
+	if (ctl < 2 * hdr + 2 * sizeof(u32))
+		return 0;
+	n = min_t(size_t, n, (ctl - 2 * hdr) / (2 * sizeof(u32)));
+	while (n && kcm_cmsg_u32_space(msg, n) + hdr + n * sizeof(u32) > ctl)
+		n--;
+	return n;
 }
 
 /*
@@ -2576,6 +2616,30 @@ static unsigned int kcm_rx_fit(struct sk_buff *skb, unsigned int idx,
 	return n;
 }
 
+/*
+ * The copy of @n messages of @skb from message @idx (at @pos) on faulted,
+ * and a faulting copy winds @msg back to where it started: copy them
+ * again one at a time, up to the first that faults.
+ *
+ * Context: lock_sock() held.
+ * Return: how many were copied whole, their bytes in *@bytes.
+ */
+static unsigned int kcm_rx_copy_each(struct sk_buff *skb, unsigned int idx,
+				     unsigned int pos, unsigned int n,
+				     struct msghdr *msg, unsigned int *bytes)
+{
+	unsigned int i, len;
+
+	*bytes = 0;
+	for (i = 0; i < n; i++) {
+		len = kcm_rx_len_at(skb, idx + i, pos + *bytes);
+		if (skb_copy_datagram_msg(skb, pos + *bytes, msg, len))
+			break;
+		*bytes += len;
+	}
+	return i;
+}
+
 /* MSG_PEEK of kcm_recv_batch_more(): nothing leaves the queue. */
 static size_t kcm_recv_batch_peek(struct kcm_sock *kcm, struct msghdr *msg,
 				  size_t len, struct sk_buff *skb,
@@ -2599,8 +2663,13 @@ static size_t kcm_recv_batch_peek(struct kcm_sock *kcm, struct msghdr *msg,
 		}
 		n = kcm_rx_fit(skb, idx, pos, len - added, max - b->n, &bytes,
 			       b);
-		if (!n || skb_copy_datagram_msg(skb, pos, msg, bytes))
+		if (!n)
 			break;
+		if (skb_copy_datagram_msg(skb, pos, msg, bytes)) {
+			b->n += kcm_rx_copy_each(skb, idx, pos, n, msg, &bytes);
+			added += bytes;
+			break;
+		}
 		b->n += n;
 		added += bytes;
 		idx += n;
@@ -2624,19 +2693,12 @@ static unsigned int kcm_recv_batch_skb(struct kcm_sock *kcm,
 {
 	struct sk_buff_head *queue = &kcm->sk.sk_receive_queue;
 	struct kcm_rx_msg *rxm = kcm_rx_msg(skb);
-	unsigned int idx = rxm->next, pos = rxm->pos, len, done;
-	size_t before = iov_iter_count(&msg->msg_iter);
 	bool whole = n == kcm_rx_left(skb);
 
-	*fault = skb_copy_datagram_msg(skb, pos, msg, bytes);
+	*fault = skb_copy_datagram_msg(skb, rxm->pos, msg, bytes);
 	if (*fault) {
-		done = before - iov_iter_count(&msg->msg_iter);
-		for (n = 0, bytes = 0; ; n++, bytes += len) {
-			len = kcm_rx_len_at(skb, idx + n, pos + bytes);
-			if (bytes + len > done)
-				break;
-		}
-		whole = false;
+		n = kcm_rx_copy_each(skb, rxm->next, rxm->pos, n, msg, &bytes);
+		whole = n == kcm_rx_left(skb);
 	}
 	if (whole)
 		skb_unlink(skb, queue);
@@ -2703,6 +2765,7 @@ int kcm_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	struct kcm_sock *kcm = kcm_sk(sk);
 	unsigned int max = READ_ONCE(kcm->rx_batch);
 	unsigned int avail, copied, offset;
+	bool batched = false;
 	/* Set here and by kcm_recv_batch_init() (kcmsock.c, "Stack buffers"). */
 	struct kcm_recv_batch batch __uninitialized;
 	bool unlinked = false;
@@ -2715,6 +2778,10 @@ int kcm_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 
 	batch.lens = NULL;
 	batch.kept = false;
+	if (max > 1) {
+		max = kcm_recv_batch_room(kcm, msg, max);
+		batched = max > 0;
+	}
 	timeo = sock_rcvtimeo(sk, flags & MSG_DONTWAIT);
 	lock_sock(sk);
 	skb = kcm_rx_wait(kcm, timeo, len, flags, &unlinked, &err);
@@ -2724,7 +2791,7 @@ int kcm_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	 * After the wait, which lets the socket go while it sleeps: another
 	 * reader may replace the socket's kept array meanwhile.
 	 */
-	if (max > 1) {
+	if (batched) {
 		err = kcm_recv_batch_init(kcm, &batch, msg, max);
 		if (err) {
 			if (unlinked)
@@ -2749,23 +2816,23 @@ int kcm_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 		msg->msg_flags |= MSG_EOR;
 	else if (sk->sk_type == SOCK_DGRAM)
 		msg->msg_flags |= MSG_TRUNC | MSG_EOR;
-	if (max <= 1)
+	if (!batched)
 		kcm_conn_rx_cmsg(kcm, msg, skb);
 	else
 		kcm_recv_batch_add(&batch, copied, kcm_rx_msg(skb)->conn_id);
 	if (!(flags & MSG_PEEK))
 		kcm_rx_consume(kcm, skb, copied, unlinked);
 	/* Only a message read whole from its start begins a batch. */
-	if (max > 1 && !offset && copied == avail)
+	if (batched && !offset && copied == avail)
 		err += kcm_recv_batch_more(kcm, msg, len - copied, flags,
 					   flags & MSG_PEEK ? skb : NULL, max,
 					   &batch);
-	if (max > 1)
+	if (batched)
 		kcm_recv_batch_cmsg(kcm, msg, &batch);
 	kcm_rx_sock_join(kcm);
 out:
 	release_sock(sk);
-	if (max > 1)
+	if (batched)
 		kcm_recv_batch_free(&batch);
 	return err;
 }

@@ -730,8 +730,8 @@ TEST_DIFFERS(batch_first_too_big_dgram, NO_BATCH)
  * A batched read notes its lengths on the stack (a few), in an array its
  * socket keeps for the next reads (up to 4096) or in one for that read
  * only (more): reads that go from one to another, with control room for
- * 8 to 5000 lengths, each return 40 messages whole and every length
- * that fits.
+ * 8 to 5000 lengths and a buffer for 40 messages, each return as many as
+ * it has room for the lengths of, every length given.
  */
 TEST_DIFFERS(batch_lengths_any_room, NO_BATCH)
 {
@@ -745,15 +745,15 @@ TEST_DIFFERS(batch_lengths_any_room, NO_BATCH)
 	stream_build(&s, NMAX, 1, 5);
 	stream_queue(kcm, peer, &s);
 	ASSERT_OK(set_batch(kcm, KCM_RECV_BATCH_MAX));
-	for (i = 0; i < (int)ARRAY_SIZE(room); i++, p += 40) {
-		bytes = span(&s, p, 40);
-		recv_buf(kcm, rbuf, bytes, MSG_DONTWAIT,
+	for (i = 0; i < (int)ARRAY_SIZE(room); i++, p += want) {
+		want = room[i] < 40 ? room[i] : 40;
+		bytes = span(&s, p, want);
+		recv_buf(kcm, rbuf, span(&s, p, 40), MSG_DONTWAIT,
 			 CMSG_SPACE(room[i] * sizeof(__u32)), &b);
 		ASSERT_EQ(b.ret, (ssize_t)bytes);
 		ASSERT_EQ(memcmp(rbuf, s.data + s.off[p], bytes), 0);
-		want = room[i] < 40 ? room[i] : 40;
 		ASSERT_EQ(b.nlens, want);
-		ASSERT_EQ(!!(b.flags & MSG_CTRUNC), want < 40);
+		ASSERT_EQ(b.flags & MSG_CTRUNC, 0);
 		for (j = 0; j < want; j++)
 			ASSERT_EQ(b.lens[j], msg_len(&s, p + j));
 	}
@@ -930,46 +930,75 @@ TEST_DIFFERS(batch_conn_ids, NO_BATCH)
 
 #define L(n)	((n) * sizeof(__u32))
 
-/* lens -2: either none or an empty one (a header and no room after it) */
 static const struct ctl_case {
 	size_t ctl;
-	int conn_id, nlens, nids, ctrunc;
+	int conn_id;
 } ctl_cases[] = {
-	{ CMSG_LEN(L(7)), 0, 7, -1, 0 },
-	{ CMSG_SPACE(L(7)), 0, 7, -1, 0 },
-	{ CMSG_SPACE(L(7)) + 64, 0, 7, -1, 0 },
-	{ CMSG_LEN(L(3)), 0, 3, -1, 1 },
-	{ CMSG_LEN(L(3)) + 3, 0, 3, -1, 1 },
-	{ CMSG_LEN(L(6)) + 2, 0, 6, -1, 1 },
-	{ CMSG_LEN(L(1)), 0, 1, -1, 1 },
-	{ CMSG_LEN(0), 0, -2, -1, 1 },
-	{ sizeof(struct cmsghdr) - 1, 0, -1, -1, 1 },
-	{ 0, 0, -1, -1, 1 },
-	{ CTL_NONE, 0, -1, -1, 1 },
-	{ CMSG_SPACE(L(7)) + CMSG_LEN(L(7)), 1, 7, 7, 0 },
-	{ CMSG_SPACE(L(7)) + CMSG_LEN(L(2)), 1, 7, 2, 1 },
-	{ CMSG_SPACE(L(7)) + CMSG_LEN(L(2)) + 1, 1, 7, 2, 1 },
-	{ CMSG_SPACE(L(7)) + sizeof(struct cmsghdr) - 1, 1, 7, -1, 1 },
+	{ CMSG_LEN(L(7)), 0 },
+	{ CMSG_SPACE(L(7)), 0 },
+	{ CMSG_SPACE(L(7)) + 64, 0 },
+	{ CMSG_LEN(L(3)), 0 },
+	{ CMSG_LEN(L(3)) + 3, 0 },
+	{ CMSG_LEN(L(6)) + 2, 0 },
+	{ CMSG_LEN(L(1)), 0 },
+	{ CMSG_LEN(0), 0 },
+	{ sizeof(struct cmsghdr) - 1, 0 },
+	{ 0, 0 },
+	{ CTL_NONE, 0 },
+	{ CMSG_SPACE(L(7)) + CMSG_LEN(L(7)), 1 },
+	{ CMSG_SPACE(L(7)) + CMSG_LEN(L(2)), 1 },
+	{ CMSG_SPACE(L(7)) + CMSG_LEN(L(2)) + 1, 1 },
+	{ CMSG_SPACE(L(7)) + sizeof(struct cmsghdr) - 1, 1 },
 	/* the lengths and part of their padding (none on 32-bit) */
-	{ CMSG_LEN(L(7)) + (CMSG_SPACE(L(7)) - CMSG_LEN(L(7))) / 2, 1, 7, -1, 1 },
-	{ CMSG_LEN(L(3)), 1, 3, -1, 1 },
-	{ CTL_NONE, 1, -1, -1, 1 },
+	{ CMSG_LEN(L(7)) + (CMSG_SPACE(L(7)) - CMSG_LEN(L(7))) / 2, 1 },
+	{ CMSG_SPACE(L(1)) + CMSG_LEN(L(1)), 1 },
+	{ CMSG_LEN(L(3)), 1 },
+	{ CMSG_LEN(L(1)) - 1, 1 },
+	{ CTL_NONE, 1 },
 };
 
 /*
- * Seven messages in one batch with a control buffer of each size: the data
- * always whole, the lengths (and ids) that fit, MSG_CTRUNC when not all.
+ * The documented rule: a batched read returns no more messages than
+ * @ctl bytes of control space can describe, a KCM_MSG_LENS entry each
+ * and, with @ids, a KCM_CONN_ID entry each after them.
+ */
+static int ctl_fit(size_t ctl, int ids)
+{
+	size_t need;
+	int n;
+
+	if (ctl == CTL_NONE)
+		return 0;
+	for (n = MAXB; n > 0; n--) {
+		need = ids ? CMSG_SPACE(L(n)) + CMSG_LEN(L(n)) : CMSG_LEN(L(n));
+		if (need <= ctl)
+			return n;
+	}
+	return 0;
+}
+
+/*
+ * Seven messages queued, a read with each size of control buffer: as
+ * many whole messages as it can give lengths (and ids) for, each length
+ * and id given, never MSG_CTRUNC.  With room for none, one message as
+ * without the option: no KCM_MSG_LENS, and its KCM_CONN_ID (with
+ * MSG_CTRUNC where even that does not fit).  The rest come next.
  */
 TEST_DIFFERS(batch_control_space, NO_BATCH)
 {
 	static struct stream s;
-	int peer, local, kcm = batch_kcm(SOCK_DGRAM, &peer, &local), i, j;
+	int peer, local, kcm = batch_kcm(SOCK_DGRAM, &peer, &local), i, j, p;
+	int fit, n, ctrunc;
 	struct batch b;
 
 	ASSERT_OK(set_batch(kcm, 8));
 	for (i = 0; i < (int)ARRAY_SIZE(ctl_cases); i++) {
 		const struct ctl_case *t = &ctl_cases[i];
 
+		fit = ctl_fit(t->ctl, t->conn_id);
+		n = fit ? (fit < 7 ? fit : 7) : 1;
+		ctrunc = !fit && t->conn_id &&
+			 (t->ctl == CTL_NONE || t->ctl < CMSG_LEN(L(1)));
 		ASSERT_OK(set_conn_id(kcm, t->conn_id));
 		stream_build(&s, 7, 100 * i, 30 + i);
 		stream_queue(kcm, peer, &s);
@@ -977,35 +1006,37 @@ TEST_DIFFERS(batch_control_space, NO_BATCH)
 		TH_LOG("case %d: ctl %zd, ids %d: %zd bytes, flags %#x, %d lens, %d ids",
 		       i, (ssize_t)t->ctl, t->conn_id, b.ret, b.flags,
 		       b.nlens, b.nids);
-		ASSERT_EQ(b.ret, span(&s, 0, 7));
+		ASSERT_EQ(b.ret, span(&s, 0, n));
 		ASSERT_EQ(memcmp(rbuf, s.data, b.ret), 0);
 		ASSERT_TRUE(b.flags & MSG_EOR);
 		ASSERT_EQ(b.flags & MSG_TRUNC, 0);
-		ASSERT_EQ(!!(b.flags & MSG_CTRUNC), t->ctrunc);
-		if (t->nlens == -2)
-			ASSERT_TRUE(b.nlens == -1 || b.nlens == 0);
-		else
-			ASSERT_EQ(b.nlens, t->nlens);
+		ASSERT_EQ(!!(b.flags & MSG_CTRUNC), ctrunc);
+		ASSERT_EQ(b.nlens, fit ? n : -1);
 		for (j = 0; j < b.nlens; j++)
 			ASSERT_EQ(b.lens[j], msg_len(&s, j));
-		/* The ids that fit, as for the lengths. */
-		ASSERT_EQ(b.nids, t->nids);
+		if (!t->conn_id)
+			ASSERT_EQ(b.nids, -1);
+		else if (fit)
+			ASSERT_EQ(b.nids, n);
+		else if (t->ctl != CTL_NONE && t->ctl >= sizeof(struct cmsghdr))
+			ASSERT_EQ(b.nids, t->ctl >= CMSG_LEN(L(1)) ? 1 : 0);
 		for (j = 0; j < b.nids; j++)
 			ASSERT_EQ(b.ids[j], 0);
-		/* All seven were taken. */
+		p = n;
+		while (p < 7)
+			read_model(kcm, &s, &p, BUFSZ, 8, 1);
 		ASSERT_ERRNO(recv(kcm, rbuf, BUFSZ, MSG_DONTWAIT), EAGAIN);
 	}
 
-	/* recv() and read(): no control at all, the whole batch. */
+	/* recv() and read(): no control at all, one message a call. */
 	ASSERT_OK(set_conn_id(kcm, 0));
 	stream_build(&s, 7, 5000, 3);
 	stream_queue(kcm, peer, &s);
-	ASSERT_EQ(recv(kcm, rbuf, BUFSZ, 0), span(&s, 0, 7));
-	ASSERT_EQ(memcmp(rbuf, s.data, span(&s, 0, 7)), 0);
-	stream_build(&s, 7, 6000, 4);
-	stream_queue(kcm, peer, &s);
-	ASSERT_EQ(read(kcm, rbuf, BUFSZ), span(&s, 0, 7));
-	ASSERT_EQ(memcmp(rbuf, s.data, span(&s, 0, 7)), 0);
+	for (i = 0; i < 7; i++) {
+		ASSERT_EQ(i % 2 ? read(kcm, rbuf, BUFSZ) :
+			  recv(kcm, rbuf, BUFSZ, 0), msg_len(&s, i));
+		ASSERT_EQ(memcmp(rbuf, s.data + s.off[i], msg_len(&s, i)), 0);
+	}
 	ASSERT_ERRNO(recv(kcm, rbuf, BUFSZ, MSG_DONTWAIT), EAGAIN);
 }
 
@@ -1246,6 +1277,53 @@ TEST_F_DIFFERS(batch, fault_mid_batch, NO_BATCH)
 	ASSERT_EQ(read_model(kcm, &s, &p, BUFSZ, 8, 1), 2);
 	ASSERT_ERRNO(recv(kcm, rbuf, BUFSZ, MSG_DONTWAIT), EAGAIN);
 	munmap(area, 2 * pg);
+}
+
+/*
+ * Several messages fit before the inaccessible page: the call returns all
+ * of those, with their lengths, and the one that runs into the page is
+ * first in the queue; MSG_PEEK returns the same.  Five messages of 40
+ * bytes into 100 writable bytes give two; eight of 200 into 1000 give
+ * five.  They arrive in one write, so the faulting copy spans several
+ * messages of one skb.
+ */
+static void fault_after(int kcm, int peer, size_t len, int n, size_t room,
+			int want)
+{
+	size_t plen[8];
+	static struct stream s;
+	long pg = sysconf(_SC_PAGESIZE);
+	struct batch b;
+	char *area, *buf;
+	int i, p;
+
+	ASSERT_LE(n, (int)ARRAY_SIZE(plen));
+	for (i = 0; i < n; i++)
+		plen[i] = len - KCM_U_HDR;
+	area = mmap(NULL, 2 * pg, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_TRUE(area != MAP_FAILED);
+	ASSERT_OK(mprotect(area + pg, pg, PROT_NONE));
+	stream_sizes(&s, plen, n, 1);
+	stream_queue(kcm, peer, &s);
+	ASSERT_OK(set_batch(kcm, 8));
+	buf = area + pg - room;
+	recv_buf(kcm, buf, 4096, MSG_PEEK, CTL_FULL, &b);
+	check_batch(&b, buf, &s, 0, want, 1);
+	recv_buf(kcm, buf, 4096, 0, CTL_FULL, &b);
+	check_batch(&b, buf, &s, 0, want, 1);
+	p = want;
+	ASSERT_EQ(read_model(kcm, &s, &p, BUFSZ, 8, 1), n - want);
+	ASSERT_ERRNO(recv(kcm, rbuf, BUFSZ, MSG_DONTWAIT), EAGAIN);
+	munmap(area, 2 * pg);
+}
+
+TEST_F_DIFFERS(batch, fault_after_several, NO_BATCH)
+{
+	fault_after(self->kcm, self->peer, 40, 5, 100, 2);
+	fault_after(self->kcm, self->peer, 200, 8, 1000, 5);
+	/* Exactly at a message's end: that one is returned too. */
+	fault_after(self->kcm, self->peer, 200, 8, 800, 4);
 }
 
 KCM_TEST_MAIN

@@ -506,4 +506,223 @@ TEST_DIFFERS(recv_straddling,
 	close(kcm);
 }
 
+/* ---- batched receive (KCM_RECV_BATCH, not in upstream Linux) ---------- */
+
+#define NO_BATCH	"KCM_RECV_BATCH fails with ENOPROTOOPT"
+#define BATCH		8		/* KCM_RECV_BATCH of these tests */
+#define NBATCHED	(3 * BATCH)	/* messages queued at once */
+#define BPLEN		96		/* their payload */
+#define BMSG		(KCM_U_HDR + BPLEN)
+
+static void set_batch(int fd, int n)
+{
+	ASSERT_OK(setsockopt(fd, SOL_KCM, KCM_RECV_BATCH, &n, sizeof(n)));
+}
+
+/* The number of KCM_MSG_LENS entries in @mh, or -1 without one. */
+static int lens_of(struct msghdr *mh, __u32 *lens, int max)
+{
+	struct cmsghdr *c = CMSG_FIRSTHDR(mh);
+	int n;
+
+	if (!c)
+		return -1;
+	ASSERT_EQ(c->cmsg_level, SOL_KCM);
+	ASSERT_EQ(c->cmsg_type, KCM_MSG_LENS);
+	n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(__u32);
+	ASSERT_LE(n, max);
+	memcpy(lens, CMSG_DATA(c), n * sizeof(__u32));
+	return n;
+}
+
+/*
+ * A batched DGRAM socket with NBATCHED messages from @first on queued,
+ * all framed before the test reads: a batched MSG_PEEK sees them all.
+ */
+static int batched_kcm(int *peer, int first)
+{
+	char ctl[CMSG_SPACE(NBATCHED * sizeof(__u32))];
+	struct iovec iov = { rbufs[0], RBUF };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	int local, kcm = kcm_with_tcp(SOCK_DGRAM, peer, &local), i;
+	__u32 lens[NBATCHED];
+
+	set_batch(kcm, NBATCHED);
+	ASSERT_OK(kcm_send_msgs(*peer, first, NBATCHED, BPLEN));
+	for (i = 0; i < 500; i++) {
+		mh.msg_control = ctl;
+		mh.msg_controllen = sizeof(ctl);
+		if (recvmsg(kcm, &mh, MSG_PEEK | MSG_DONTWAIT) ==
+		    NBATCHED * BMSG && lens_of(&mh, lens, NBATCHED) == NBATCHED)
+			break;
+		usleep(10000);
+	}
+	ASSERT_LT(i, 500);
+	set_batch(kcm, BATCH);
+	return kcm;
+}
+
+/* @n messages of @buf, back to back, are @first, @first + 1, ... */
+static void check_run(const char *buf, int res, int n, int first)
+{
+	int i;
+
+	ASSERT_EQ(res, n * BMSG);
+	for (i = 0; i < n; i++)
+		ASSERT_EQ(kcm_u_msg_check(buf + i * BMSG, BMSG), first + i);
+}
+
+/*
+ * IORING_OP_RECV has no control buffer, so no room for the lengths of a
+ * batch: each completion is one whole message, as without the option.
+ */
+TEST_DIFFERS(recv_batched_one_per_recv, NO_BATCH)
+{
+	int peer, kcm = batched_kcm(&peer, 0), i, round, res;
+	struct io_uring ring;
+	char seen[NBATCHED] = { 0 };
+
+	uring_init(&ring);
+	for (round = 0; round < NBATCHED / NMSG; round++) {
+		for (i = 0; i < NMSG; i++)
+			uring_recv(&ring, kcm, i);
+		ASSERT_EQ(io_uring_submit(&ring), NMSG);
+		for (i = 0; i < NMSG; i++) {
+			long long d = uring_reap(&ring, 5000, &res, NULL);
+			long seq;
+
+			ASSERT_TRUE(d >= 0 && d < NMSG);
+			ASSERT_EQ(res, BMSG);
+			seq = kcm_u_msg_check(rbufs[d], res);
+			ASSERT_TRUE(seq >= 0 && seq < NBATCHED);
+			seen[seq]++;
+		}
+	}
+	ASSERT_EQ(seen_all(seen, 0, NBATCHED), NBATCHED);
+	ASSERT_ERRNO(recv(kcm, rbufs[0], 1, MSG_DONTWAIT), EAGAIN);
+	io_uring_queue_exit(&ring);
+	close(kcm);
+}
+
+/*
+ * IORING_OP_RECVMSG with a control buffer: a completion is a batch, as
+ * many messages as the buffer has lengths for, up to KCM_RECV_BATCH.
+ */
+TEST_DIFFERS(recv_batched_recvmsg, NO_BATCH)
+{
+	static const int room[] = { BATCH, 3, BATCH + 5, 1 };
+	char ctl[CMSG_SPACE((BATCH + 5) * sizeof(__u32))];
+	int peer, kcm = batched_kcm(&peer, 0), i, j, res, p = 0, want;
+	struct iovec iov = { rbufs[0], RBUF };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct io_uring ring;
+	__u32 lens[BATCH + 5];
+
+	uring_init(&ring);
+	for (i = 0; i < (int)ARRAY_SIZE(room); i++) {
+		want = room[i] < BATCH ? room[i] : BATCH;
+		mh.msg_control = ctl;
+		mh.msg_controllen = CMSG_LEN(room[i] * sizeof(__u32));
+		mh.msg_flags = 0;
+		io_uring_prep_recvmsg(uring_sqe(&ring, i), kcm, &mh, 0);
+		ASSERT_EQ(io_uring_submit(&ring), 1);
+		ASSERT_EQ(uring_reap(&ring, 5000, &res, NULL), i);
+		check_run(rbufs[0], res, want, p);
+		ASSERT_TRUE(mh.msg_flags & MSG_EOR);
+		ASSERT_EQ(mh.msg_flags & MSG_CTRUNC, 0);
+		ASSERT_EQ(lens_of(&mh, lens, BATCH + 5), want);
+		for (j = 0; j < want; j++)
+			ASSERT_EQ(lens[j], BMSG);
+		p += want;
+	}
+	ASSERT_EQ(p, 2 * BATCH + 4);
+	io_uring_queue_exit(&ring);
+	close(kcm);
+}
+
+/*
+ * Multishot receive into provided buffers, no control buffer: one whole
+ * message per completion, in order (one reader).
+ */
+TEST_DIFFERS(recv_batched_multishot, NO_BATCH)
+{
+	int peer, kcm = batched_kcm(&peer, 0), i, res, bid;
+	struct io_uring_sqe *sqe;
+	struct io_uring ring;
+	unsigned int flags;
+
+	uring_init(&ring);
+	buf_ring(&ring, &rbufs[0][0]);
+	sqe = uring_sqe(&ring, 42);
+	io_uring_prep_recv_multishot(sqe, kcm, NULL, 0, 0);
+	sqe->flags |= IOSQE_BUFFER_SELECT;
+	sqe->buf_group = BGID;
+	ASSERT_EQ(io_uring_submit(&ring), 1);
+	for (i = 0; i < NBUFS; i++) {
+		ASSERT_EQ(uring_reap(&ring, 5000, &res, &flags), 42);
+		ASSERT_TRUE(flags & IORING_CQE_F_BUFFER);
+		bid = flags >> IORING_CQE_BUFFER_SHIFT;
+		ASSERT_LT(bid, NBUFS);
+		check_run(&rbufs[0][0] + bid * (RBUF / 4), res, 1, i);
+	}
+	io_uring_queue_exit(&ring);
+	close(kcm);
+}
+
+/*
+ * Multishot IORING_OP_RECVMSG into provided buffers: each completion's
+ * buffer holds a batch, its KCM_MSG_LENS in the buffer's control part
+ * (struct io_uring_recvmsg_out, then the control messages, then the
+ * messages), BATCH messages each.
+ */
+TEST_DIFFERS(recv_batched_multishot_recvmsg, NO_BATCH)
+{
+	int peer, kcm = batched_kcm(&peer, 0), i, j, res, bid, n, p = 0;
+	struct msghdr mh = { .msg_controllen =
+			     CMSG_SPACE(BATCH * sizeof(__u32)) };
+	struct io_uring_recvmsg_out *out;
+	struct io_uring_sqe *sqe;
+	struct io_uring ring;
+	struct cmsghdr *c;
+	unsigned int flags;
+	__u32 lens[BATCH];
+	char *buf;
+
+	uring_init(&ring);
+	buf_ring(&ring, &rbufs[0][0]);
+	sqe = uring_sqe(&ring, 42);
+	io_uring_prep_recvmsg_multishot(sqe, kcm, &mh, 0);
+	sqe->flags |= IOSQE_BUFFER_SELECT;
+	sqe->buf_group = BGID;
+	ASSERT_EQ(io_uring_submit(&ring), 1);
+	for (i = 0; i < NBATCHED / BATCH; i++) {
+		ASSERT_EQ(uring_reap(&ring, 5000, &res, &flags), 42);
+		if (res < 0)
+			TH_LOG("completion %d: %s", i, strerror(-res));
+		ASSERT_GT(res, 0);
+		ASSERT_TRUE(flags & IORING_CQE_F_BUFFER);
+		bid = flags >> IORING_CQE_BUFFER_SHIFT;
+		ASSERT_LT(bid, NBUFS);
+		buf = &rbufs[0][0] + bid * (RBUF / 4);
+		out = io_uring_recvmsg_validate(buf, res, &mh);
+		ASSERT_TRUE(out);
+		ASSERT_EQ(out->flags & MSG_CTRUNC, 0);
+		ASSERT_TRUE(out->flags & MSG_EOR);
+		c = io_uring_recvmsg_cmsg_firsthdr(out, &mh);
+		ASSERT_TRUE(c);
+		ASSERT_EQ(c->cmsg_type, KCM_MSG_LENS);
+		n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(__u32);
+		ASSERT_EQ(n, BATCH);
+		memcpy(lens, CMSG_DATA(c), sizeof(lens));
+		for (j = 0; j < n; j++)
+			ASSERT_EQ(lens[j], BMSG);
+		check_run(io_uring_recvmsg_payload(out, &mh),
+			  io_uring_recvmsg_payload_length(out, res, &mh), n, p);
+		p += n;
+	}
+	ASSERT_EQ(p, NBATCHED);
+	io_uring_queue_exit(&ring);
+	close(kcm);
+}
+
 KCM_TEST_MAIN
