@@ -96,7 +96,7 @@
 #define KCM_TX_CHUNK		(16 * PAGE_SIZE)
 /* Chunks up to this size are linear. */
 #define KCM_TX_LINEAR		(2048)
-/* Largest message. */
+/* Largest message, whatever the send buffer. */
 #define KCM_TX_MAX_MSG		(64 << 20)
 /* Room for data of a pack of small messages sent in a batch. */
 #define KCM_TX_PACK_ROOM	4096
@@ -1337,7 +1337,10 @@ static bool kcm_tx_has_room(struct kcm_sock *kcm, size_t len)
 {
 	struct sock *sk = &kcm->sk;
 
-	/* A message may exceed the send buffer when nothing else waits. */
+	/*
+	 * A message no longer than the send buffer (kcm_tx_check_size())
+	 * may still be charged more than it: it goes when nothing waits.
+	 */
 	if (skb_queue_empty_lockless(&sk->sk_write_queue))
 		return true;
 
@@ -1527,14 +1530,50 @@ static void kcm_tx_call_end(struct kcm_sock *kcm, int flags, bool ended,
 				   KCM_TX_BATCH_WAIT);
 }
 
-/* Context: lock_sock(kcm) held.  May @len more bytes join the message? */
-static int kcm_tx_check_size(struct kcm_sock *kcm, size_t len)
+/*
+ * May @len more bytes join the message being built (@eor: and end it)?
+ * A message longer than the socket's send buffer could never be queued
+ * whole: the call that would make it so fails and what was built of it is
+ * dropped and counted.  So that no part of it goes out as a message of
+ * its own, the socket then drops what follows of it (kcm->tx_too_big):
+ *
+ *  - a call that did not end the message: the calls that go on with it
+ *    fail, up to and including the one that ends it;
+ *  - a piece of a splice or a batch (@hidden) after pieces of its message
+ *    were taken: sendfile(), splice() and sendmmsg() then return what
+ *    they sent before it, not the error, and their caller sends the
+ *    rest: the next call fails too.
+ *
+ * A splice or batch piece that fails while the socket drops is the first
+ * of its call, whose caller sees the error: the drop ends there.
+ *
+ * Context: lock_sock(kcm) held; takes mux->lock on failure.
+ * Return: 0 or -EMSGSIZE.
+ */
+static int kcm_tx_check_size(struct kcm_sock *kcm, size_t len, bool eor,
+			     bool hidden)
 {
 	size_t have = kcm->tx_partial ? kcm->tx_partial->len : 0;
+	size_t limit = min_t(size_t, READ_ONCE(kcm->sk.sk_sndbuf),
+			     KCM_TX_MAX_MSG);
+	struct kcm_mux *mux = kcm->mux;
 
-	if (len > KCM_TX_MAX_MSG || have + len > KCM_TX_MAX_MSG)
+	sock_owned_by_me(&kcm->sk);
+	if (unlikely(kcm->tx_too_big)) {
+		kcm->tx_too_big = !eor && !hidden;
 		return -EMSGSIZE;
-	return 0;
+	}
+	if (len <= limit && have + len <= limit)
+		return 0;
+
+	trace_kcm_tx_drop(kcm, -1, -EMSGSIZE, 1);
+	kfree_skb(kcm->tx_partial);
+	kcm->tx_partial = NULL;
+	kcm->tx_too_big = !eor || (have && hidden);
+	spin_lock_bh(&mux->lock);
+	mux->mstats.tx_too_big++;
+	spin_unlock_bh(&mux->lock);
+	return -EMSGSIZE;
 }
 
 /* Context: any.  A chunk holding a reference to @len bytes of @page. */
@@ -1769,7 +1808,8 @@ int kcm_tx_sendmsg(struct socket *sock, struct msghdr *msg, size_t len,
 	kcm_tx_call_enter(kcm);
 	err = sock_error(sk);
 	if (!err)
-		err = kcm_tx_check_size(kcm, len);
+		err = kcm_tx_check_size(kcm, len, eor,
+					splice || (flags & MSG_BATCH));
 	if (!err)
 		err = kcm_conn_tx_cmsg(kcm, msg, &to);
 	if (!err && len)

@@ -202,9 +202,9 @@ static void __kcm_ext_mux(struct seq_file *seq, struct kcm_mux *mux)
 		   skb_queue_len(&mux->rx_hold));
 	seq_printf(seq, " rx_msgs=%llu rx_bytes=%llu tx_msgs=%llu tx_bytes=%llu",
 		   tot.rx_msgs, tot.rx_bytes, tot.tx_msgs, tot.tx_bytes);
-	seq_printf(seq, " tx_retries=%llu attach=%llu unattach=%llu unattach_rsvd=%llu rx_ready_drops=%llu tx_dropped=%llu\n",
+	seq_printf(seq, " tx_retries=%llu attach=%llu unattach=%llu unattach_rsvd=%llu rx_ready_drops=%llu tx_dropped=%llu tx_too_big=%llu\n",
 		   m->tx_retries, m->attach, m->unattach, m->unattach_rsvd,
-		   m->rx_ready_drops, m->tx_dropped);
+		   m->rx_ready_drops, m->tx_dropped, m->tx_too_big);
 }
 
 /*

@@ -104,6 +104,17 @@ static inline long kcm_recv_check(int fd, char *buf, size_t cap)
 	return kcm_u_msg_check(buf, n);
 }
 
+/*
+ * Lets KCM socket @fd send messages of up to @len bytes: its send buffer
+ * bounds a message (SO_SNDBUFFORCE, as root: past net.core.wmem_max).
+ */
+static inline int kcm_sndbuf_for(int fd, size_t len)
+{
+	int half = (int)((len + 1) / 2);	/* the kernel doubles it */
+
+	return setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &half, sizeof(half));
+}
+
 /* Waits up to @ms for @events on @fd; returns the revents. */
 static inline int kcm_poll1(int fd, short events, int ms)
 {

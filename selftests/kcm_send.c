@@ -289,7 +289,7 @@ TEST(send_writev)
 	close(kcm);
 }
 
-/* A 16 MB message, byte exact, far beyond SO_SNDBUF. */
+/* A 16 MB message, byte exact, with a send buffer raised to hold it. */
 TEST(send_16mb)
 {
 	int peer, local, kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
@@ -299,6 +299,7 @@ TEST(send_16mb)
 
 	ASSERT_TRUE(msg && in);
 	len = kcm_u_msg_build(msg, BIG - KCM_U_HDR, 5);
+	ASSERT_OK(kcm_sndbuf_for(kcm, len));
 	pid = fork();
 	ASSERT_GE(pid, 0);
 	if (!pid) {
@@ -699,9 +700,10 @@ TEST(send_turns_race)
 	turns_race(0);
 }
 
+/* Room for one of the largest messages (70 KB) at a time. */
 TEST(send_turns_race_small_sndbuf)
 {
-	turns_race(4096);
+	turns_race(36000);
 }
 
 /* A connection that breaks: its TCP socket gets the error, the message
@@ -772,6 +774,7 @@ TEST(send_unattach_reserved)
 	ASSERT_OK(setsockopt(pa, SOL_SOCKET, SO_RCVBUF, &rcvbuf,
 			     sizeof(rcvbuf)));
 	ASSERT_OK(kcm_u_attach(kcm, la, prog));
+	ASSERT_OK(kcm_sndbuf_for(kcm, len));
 	ASSERT_EQ(send(kcm, sbuf, len, MSG_DONTWAIT), len);
 	usleep(200000);
 	/* Stuck on the first connection, whose peer does not read. */
@@ -820,6 +823,7 @@ TEST_DIFFERS(send_close_midmessage,
 	ASSERT_OK(setsockopt(local, SOL_SOCKET, SO_SNDBUF, &sndbuf,
 			     sizeof(sndbuf)));
 	ASSERT_OK(kcm_u_attach(kcm, local, prog));
+	ASSERT_OK(kcm_sndbuf_for(c, len));
 	ASSERT_EQ(send(c, sbuf, len, MSG_DONTWAIT), len);
 	usleep(100000);
 	close(c);
@@ -966,6 +970,247 @@ TEST(send_unattach_pack_midway)
 	EXPECT_EQ(st.mux[KS_UNATTACH_RSVD], 1);
 	close(kcm);
 	free(seen);
+}
+
+/* ---- a message may not outgrow the send buffer -------------------------- */
+
+#define NO_LIMIT "an open message grows without limit"
+#define TB_SNDBUF	32768		/* SO_SNDBUF: the socket gets twice it */
+#define TB_LIMIT	(2 * TB_SNDBUF)
+#define TB_PIECE	8192
+
+static char tb_buf[4 * TB_LIMIT];
+
+/* In a namespace of its own, a socket of @type that takes 64 KB messages. */
+static int tb_socket(int type, int *peer)
+{
+	int local, kcm;
+
+	kcm_enter_netns();
+	kcm = kcm_with_tcp(type, peer, &local);
+	ASSERT_OK(setsockopt(kcm, SOL_SOCKET, SO_SNDBUF, &(int){ TB_SNDBUF },
+			     sizeof(int)));
+	ASSERT_EQ(kcm_u_getsockopt_int(kcm, SOL_SOCKET, SO_SNDBUF), TB_LIMIT);
+	return kcm;
+}
+
+/* tx_too_big of the namespace's only mux. */
+static long long tb_count(void)
+{
+	char line[1024];
+
+	ASSERT_OK(kcm_ext_find("mux", NULL, NULL, line, sizeof(line)));
+	return kcm_ext_num(line, "tx_too_big");
+}
+
+/* Flags that keep a message of a @type socket open, or end it. */
+static int tb_more(int type)
+{
+	return type == SOCK_DGRAM ? MSG_MORE : 0;
+}
+
+static int tb_end(int type)
+{
+	return type == SOCK_DGRAM ? 0 : MSG_EOR;
+}
+
+/*
+ * After a dropped message the socket works: message @seq of @plen bytes
+ * arrives whole, and nothing of the dropped one arrived before it.
+ */
+static void tb_works(int kcm, int type, int peer, size_t plen, uint32_t seq)
+{
+	size_t len = kcm_u_msg_build(sbuf, plen, seq);
+
+	ASSERT_EQ(send(kcm, sbuf, len, tb_end(type)), len);
+	ASSERT_EQ(tcp_read_msg(peer, sbuf, sizeof(sbuf)), seq);
+	usleep(20000);
+	ASSERT_ERRNO(recv(peer, sbuf, 1, MSG_DONTWAIT), EAGAIN);
+}
+
+/*
+ * Pieces of an open message are taken while it fits SO_SNDBUF; the piece
+ * that would make it longer fails with EMSGSIZE, and so does every piece
+ * after it up to the one that ends it.  The message is counted once, no
+ * byte of it goes out, and the next message does.
+ */
+static void tb_pieces(int type, int dontwait)
+{
+	int peer, kcm = tb_socket(type, &peer), i, fl = dontwait;
+	int n = TB_LIMIT / TB_PIECE;
+	size_t len = kcm_u_msg_build(tb_buf, TB_LIMIT + 3 * TB_PIECE - 4, 1);
+
+	ASSERT_EQ(len, TB_LIMIT + 3 * TB_PIECE);
+	for (i = 0; i < n; i++)
+		ASSERT_EQ(send(kcm, tb_buf + i * TB_PIECE, TB_PIECE,
+			       fl | tb_more(type)), TB_PIECE);
+	ASSERT_EQ(tb_count(), 0);
+	/* One byte more than the buffer. */
+	ASSERT_ERRNO(send(kcm, tb_buf + n * TB_PIECE, 1, fl | tb_more(type)),
+		     EMSGSIZE);
+	ASSERT_EQ(tb_count(), 1);
+	ASSERT_ERRNO(send(kcm, tb_buf + n * TB_PIECE, TB_PIECE,
+			  fl | tb_more(type)), EMSGSIZE);
+	ASSERT_ERRNO(send(kcm, tb_buf, 0, fl | tb_more(type)), EMSGSIZE);
+	ASSERT_ERRNO(send(kcm, tb_buf + (n + 1) * TB_PIECE, TB_PIECE,
+			  fl | tb_end(type)), EMSGSIZE);
+	ASSERT_EQ(tb_count(), 1);
+	tb_works(kcm, type, peer, 300, 2);
+	/* A whole message of exactly the buffer goes; one byte more not. */
+	len = kcm_u_msg_build(tb_buf, TB_LIMIT - 4, 3);
+	ASSERT_EQ(send(kcm, tb_buf, len, fl | tb_end(type)), len);
+	ASSERT_EQ(tcp_read_msg(peer, sbuf, sizeof(sbuf)), 3);
+	len = kcm_u_msg_build(tb_buf, TB_LIMIT - 3, 4);
+	ASSERT_ERRNO(send(kcm, tb_buf, len, fl | tb_end(type)), EMSGSIZE);
+	ASSERT_EQ(tb_count(), 2);
+	tb_works(kcm, type, peer, 10, 5);
+	close(kcm);
+}
+
+TEST_DIFFERS(send_too_big_pieces, NO_LIMIT)
+{
+	tb_pieces(SOCK_DGRAM, 0);
+	tb_pieces(SOCK_DGRAM, MSG_DONTWAIT);
+	tb_pieces(SOCK_SEQPACKET, 0);
+	tb_pieces(SOCK_SEQPACKET, MSG_DONTWAIT);
+}
+
+/* Raising SO_SNDBUF raises the limit, for the message being built too. */
+TEST_DIFFERS(send_too_big_raise, NO_LIMIT)
+{
+	int peer, kcm = tb_socket(SOCK_SEQPACKET, &peer), i;
+	size_t len = kcm_u_msg_build(tb_buf, 2 * TB_LIMIT - 4, 6);
+
+	for (i = 0; i < TB_LIMIT / TB_PIECE; i++)
+		ASSERT_EQ(send(kcm, tb_buf + i * TB_PIECE, TB_PIECE, 0),
+			  TB_PIECE);
+	ASSERT_OK(setsockopt(kcm, SOL_SOCKET, SO_SNDBUF,
+			     &(int){ 2 * TB_SNDBUF }, sizeof(int)));
+	ASSERT_EQ(send(kcm, tb_buf + TB_LIMIT, len - TB_LIMIT, MSG_EOR),
+		  len - TB_LIMIT);
+	ASSERT_EQ(tcp_read_msg(peer, sbuf, sizeof(sbuf)), 6);
+	ASSERT_EQ(tb_count(), 0);
+	close(kcm);
+}
+
+/* writev(): one call, all or nothing. */
+TEST_DIFFERS(send_too_big_writev, NO_LIMIT)
+{
+	int peer, kcm = tb_socket(SOCK_SEQPACKET, &peer);
+	size_t len = kcm_u_msg_build(tb_buf, TB_LIMIT, 7);
+	struct iovec iov[2] = {
+		{ tb_buf, TB_PIECE }, { tb_buf + TB_PIECE, len - TB_PIECE },
+	};
+
+	ASSERT_ERRNO(writev(kcm, iov, 2), EMSGSIZE);
+	ASSERT_EQ(tb_count(), 1);
+	/* It ended its message: the next call starts a new one. */
+	tb_works(kcm, SOCK_SEQPACKET, peer, 64, 8);
+	iov[1].iov_len = TB_LIMIT - TB_PIECE;
+	len = kcm_u_msg_build(tb_buf, TB_LIMIT - 4, 9);
+	ASSERT_EQ(writev(kcm, iov, 2), len);
+	ASSERT_EQ(tcp_read_msg(peer, sbuf, sizeof(sbuf)), 9);
+	close(kcm);
+}
+
+/*
+ * sendmmsg(): a batch of pieces stops at the one that fails (the call
+ * returns the pieces taken); calls that go on with the rest of the
+ * message fail too, up to its end.  Sent again as a batch, the rest fails
+ * at its first piece, which ends the drop: the caller sees the error.
+ */
+static void tb_mmsg(int type)
+{
+	int peer, kcm = tb_socket(type, &peer), i, n = TB_LIMIT / TB_PIECE;
+	struct mmsghdr v[12];
+	struct iovec iov[12];
+
+	ASSERT_LT(n + 2, (int)ARRAY_SIZE(v));
+	kcm_u_msg_build(tb_buf, (n + 3) * TB_PIECE - 4, 10);
+	memset(v, 0, sizeof(v));
+	for (i = 0; i < n + 3; i++) {
+		iov[i].iov_base = tb_buf + i * TB_PIECE;
+		iov[i].iov_len = TB_PIECE;
+		v[i].msg_hdr.msg_iov = &iov[i];
+		v[i].msg_hdr.msg_iovlen = 1;
+	}
+	ASSERT_EQ(sendmmsg(kcm, v, n + 2, tb_more(type)), n);
+	ASSERT_EQ(tb_count(), 1);
+	ASSERT_ERRNO(sendmmsg(kcm, v + n + 1, 1, tb_more(type)), EMSGSIZE);
+	ASSERT_ERRNO(sendmmsg(kcm, v + n + 2, 1, tb_end(type)), EMSGSIZE);
+	ASSERT_EQ(tb_count(), 1);
+	tb_works(kcm, type, peer, 100, 11);
+
+	ASSERT_EQ(sendmmsg(kcm, v, n + 2, tb_more(type)), n);
+	ASSERT_ERRNO(sendmmsg(kcm, v + n, 3, tb_more(type)), EMSGSIZE);
+	ASSERT_EQ(tb_count(), 2);
+	tb_works(kcm, type, peer, 100, 12);
+	close(kcm);
+}
+
+TEST_DIFFERS(send_too_big_mmsg, NO_LIMIT)
+{
+	tb_mmsg(SOCK_DGRAM);
+	tb_mmsg(SOCK_SEQPACKET);
+}
+
+/*
+ * sendfile() and splice() hand a message over in pieces: one that would
+ * outgrow the buffer is cut short at the piece that fails, returning what
+ * it sent before it; the call that goes on with the rest fails (it would
+ * have gone out as a message of its own), and the message after that
+ * goes out whole.  @plen: 2 * TB_LIMIT - 4 ends the message with the
+ * piece that fails, more goes on after it.
+ */
+static void tb_splice(int type, int use_splice, size_t plen)
+{
+	int peer, kcm = tb_socket(type, &peer), file, p[2];
+	char path[] = "/tmp/kcm_tbXXXXXX";
+	size_t len = kcm_u_msg_build(tb_buf, plen, 12);
+	loff_t off = 0;
+	ssize_t n;
+
+	file = mkstemp(path);
+	ASSERT_GE(file, 0);
+	unlink(path);
+	ASSERT_OK(kcm_u_write_all(file, tb_buf, len));
+	if (!use_splice) {
+		n = sendfile(kcm, file, &off, len);
+	} else {
+		ASSERT_OK(pipe(p));
+		ASSERT_EQ(fcntl(p[0], F_SETPIPE_SZ, 4 * TB_LIMIT),
+			  4 * TB_LIMIT);
+		ASSERT_EQ(splice(file, &off, p[1], NULL, len, 0), len);
+		n = splice(p[0], NULL, kcm, NULL, len, 0);
+	}
+	/* Cut short, or refused outright; never all of it. */
+	if (n >= 0) {
+		ASSERT_LE(n, TB_LIMIT);
+		if (!use_splice)
+			n = sendfile(kcm, file, &off, len - off);
+		else
+			n = splice(p[0], NULL, kcm, NULL, len, 0);
+	}
+	ASSERT_EQ(n, -1);
+	ASSERT_EQ(errno, EMSGSIZE);
+	ASSERT_EQ(tb_count(), 1);
+	if (use_splice) {
+		close(p[0]);
+		close(p[1]);
+	}
+	close(file);
+	/* The caller saw the error: the next message is new. */
+	tb_works(kcm, type, peer, 1000, 13);
+	close(kcm);
+}
+
+TEST_DIFFERS(send_too_big_sendfile, NO_LIMIT)
+{
+	tb_splice(SOCK_DGRAM, 0, 2 * TB_LIMIT - 4);
+	tb_splice(SOCK_DGRAM, 0, 2 * TB_LIMIT + 1000);
+	tb_splice(SOCK_SEQPACKET, 0, 2 * TB_LIMIT - 4);
+	tb_splice(SOCK_DGRAM, 1, 2 * TB_LIMIT - 4);
+	tb_splice(SOCK_SEQPACKET, 1, 2 * TB_LIMIT + 1000);
 }
 
 /* /proc counts what was sent, per socket and per psock. */

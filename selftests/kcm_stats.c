@@ -230,6 +230,7 @@ TEST_DIFFERS(stats_unattach_reserved,
 	ASSERT_OK(setsockopt(pa, SOL_SOCKET, SO_RCVBUF, &rcvbuf,
 			     sizeof(rcvbuf)));
 	ASSERT_OK(kcm_u_attach(kcm, la, kcm_u_parser_len4()));
+	ASSERT_OK(kcm_sndbuf_for(kcm, len));
 	ASSERT_EQ(send(kcm, buf, len, MSG_DONTWAIT), len);
 	usleep(100000);
 	ASSERT_OK(kcm_u_attach(kcm, lb, kcm_u_parser_len4()));

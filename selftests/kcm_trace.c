@@ -596,6 +596,33 @@ TEST_DIFFERS(trace_tx_drop, "no kcm trace events")
 	EXPECT_EQ(num(&evs[0], "msgs"), 3);
 }
 
+/* A message that outgrew its socket's send buffer: dropped, EMSGSIZE. */
+TEST_DIFFERS(trace_tx_too_big, "no kcm trace events")
+{
+	static const char *const names[] = { "kcm_tx_drop" };
+	static char big[65536];
+	int kcm, sndbuf = 16384;
+	long long mux;
+
+	kcm_enter_netns();
+	kcm = kcm_socket(SOCK_SEQPACKET);
+	ASSERT_GE(kcm, 0);
+	mux = mux_id();
+	ASSERT_OK(setsockopt(kcm, SOL_SOCKET, SO_SNDBUF, &sndbuf,
+			     sizeof(sndbuf)));
+	trace_start();
+	ASSERT_EQ(send(kcm, big, 20000, 0), 20000);
+	ASSERT_ERRNO(send(kcm, big, 20000, MSG_EOR), EMSGSIZE);
+	trace_stop();
+	expect_names(names, ARRAY_SIZE(names));
+	EXPECT_EQ(num(&evs[0], "mux"), mux);
+	EXPECT_EQ(num(&evs[0], "kcm"), 0);
+	EXPECT_EQ(num(&evs[0], "conn"), -1);
+	EXPECT_EQ(num(&evs[0], "err"), -EMSGSIZE);
+	EXPECT_EQ(num(&evs[0], "msgs"), 1);
+	close(kcm);
+}
+
 /*
  * A sendmmsg() batch of small messages goes to TCP in packs: fewer
  * kcm_tx_sent events than messages, whose msgs and len add up to the

@@ -725,4 +725,41 @@ TEST_DIFFERS(recv_batched_multishot_recvmsg, NO_BATCH)
 	close(kcm);
 }
 
+/* ---- a message may not outgrow the send buffer ------------------------ */
+
+/*
+ * io_uring sends of the pieces of one message: the piece that makes it
+ * longer than SO_SNDBUF completes with -EMSGSIZE, as does every piece
+ * after it up to its end; the next message goes out whole.
+ */
+TEST_DIFFERS(send_too_big, "an open message grows without limit")
+{
+	int peer, local, kcm = kcm_with_tcp(SOCK_SEQPACKET, &peer, &local);
+	int sndbuf = 16384, i, res, n = 2 * sndbuf / 8192;
+	static char big[6 * 8192];
+	struct io_uring ring;
+	size_t len;
+
+	uring_init(&ring);
+	ASSERT_OK(setsockopt(kcm, SOL_SOCKET, SO_SNDBUF, &sndbuf,
+			     sizeof(sndbuf)));
+	kcm_u_msg_build(big, sizeof(big) - KCM_U_HDR, 1);
+	for (i = 0; i < n + 2; i++) {
+		io_uring_prep_send(uring_sqe(&ring, i), kcm, big + i * 8192,
+				   8192, i == n + 1 ? MSG_EOR : 0);
+		ASSERT_EQ(io_uring_submit(&ring), 1);
+		ASSERT_EQ(uring_reap(&ring, 5000, &res, NULL), i);
+		ASSERT_EQ(res, i < n ? 8192 : -EMSGSIZE);
+	}
+	len = kcm_u_msg_build(rbufs[1], 500, 2);
+	io_uring_prep_send(uring_sqe(&ring, 9), kcm, rbufs[1], len, MSG_EOR);
+	ASSERT_EQ(io_uring_submit(&ring), 1);
+	ASSERT_EQ(uring_reap(&ring, 5000, &res, NULL), 9);
+	ASSERT_EQ(res, len);
+	ASSERT_EQ(kcm_u_read_msg(peer, rbufs[0], RBUF), len);
+	ASSERT_EQ(kcm_u_msg_check(rbufs[0], len), 2);
+	io_uring_queue_exit(&ring);
+	close(kcm);
+}
+
 KCM_TEST_MAIN

@@ -137,6 +137,11 @@ int kcm_socks(void)
 					get_int(fd, SOL_SOCKET, SO_RCVBUF));
 		}
 		eff_rcvbuf = get_int(fd, SOL_SOCKET, SO_RCVBUF);
+		/* A message may not outgrow the KCM socket's send buffer. */
+		if (get_int(fd, SOL_SOCKET, SO_SNDBUF) < (int)opt.size &&
+		    kcm_u_setsockopt_int(fd, SOL_SOCKET, SO_SNDBUFFORCE,
+					 (int)opt.size))
+			set_int(fd, SOL_SOCKET, SO_SNDBUF, (int)opt.size);
 		kfd[n_kfd++] = fd;
 	}
 	return first;

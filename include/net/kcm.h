@@ -90,6 +90,8 @@ struct kcm_psock_stats {
  * @rx_ready_drops: received messages dropped: held on a dying mux, or
  *	partly read by a SEQPACKET socket that closed
  * @tx_dropped: messages dropped unsent when their KCM socket closed
+ * @tx_too_big: messages dropped because they outgrew their KCM socket's
+ *	send buffer (EMSGSIZE)
  *
  * Under the mux lock; all u64.
  */
@@ -100,6 +102,7 @@ struct kcm_mux_stats {
 	u64 unattach_rsvd;
 	u64 rx_ready_drops;
 	u64 tx_dropped;
+	u64 tx_too_big;
 };
 
 /* Adds every u64 counter of @src to @dst; @src may be written meanwhile. */
@@ -561,6 +564,9 @@ enum {
  *	cleared under lock_sock()
  * @tx_partial: the message being built (MSG_MORE, SEQPACKET without
  *	MSG_EOR); under lock_sock()
+ * @tx_too_big: a message outgrew the send buffer and was dropped: what
+ *	follows of it is dropped too (kcm_tx_check_size()); under
+ *	lock_sock()
  * @tx_frag: where small messages are carved from; under lock_sock()
  * @tx_offset: bytes of the first queued message written to @tx_psock;
  *	under lock_sock()
@@ -593,6 +599,7 @@ struct kcm_sock {
 	bool tx_in_call;
 	bool tx_owed;
 	struct sk_buff *tx_partial;
+	bool tx_too_big;
 	struct page_frag_cache tx_frag;
 	unsigned int tx_offset;
 	unsigned int tx_sent;

@@ -316,8 +316,9 @@ TRACE_EVENT(kcm_tx_abort,
 
 /*
  * @n messages of a KCM socket were dropped unsent: those addressed to
- * connection @conn, gone or stopped (-@err), or with @conn -1 and @err 0
- * every message queued when the socket closed.
+ * connection @conn, gone or stopped (-@err); with @conn -1 and @err 0
+ * every message queued when the socket closed, with @conn -1 and @err
+ * -EMSGSIZE the message that outgrew the socket's send buffer.
  */
 TRACE_EVENT_CONDITION(kcm_tx_drop,
 		      TP_PROTO(const struct kcm_sock *kcm, int conn, int err,
