@@ -57,16 +57,19 @@ void kcm_conn_rx_cmsg(struct kcm_sock *kcm, struct msghdr *msg,
  * @psock: the connection, or NULL when no connection has the id
  *
  * An unattached connection is gone (ENOENT) from the moment its unattach
- * begins, whatever the order in which a sender looks at it; one whose
- * transmission failed is broken (EPIPE).
+ * begins, whatever the order in which a sender looks at it; one that
+ * gained an upper layer protocol KCM cannot write beneath is refused
+ * (EOPNOTSUPP); one whose transmission failed is broken (EPIPE).
  *
  * Context: mux->lock held.
- * Return: 0 when it transmits, -ENOENT or -EPIPE.
+ * Return: 0 when it transmits, -ENOENT, -EOPNOTSUPP or -EPIPE.
  */
 int __kcm_conn_tx_errno(const struct kcm_psock *psock)
 {
 	if (!psock || psock->tx_gone)
 		return -ENOENT;
+	if (READ_ONCE(psock->ulp_stopped))
+		return -EOPNOTSUPP;
 	return psock->tx_stopped ? -EPIPE : 0;
 }
 

@@ -31,11 +31,17 @@ static int kcm_psock_check_type(const struct sock *csk)
 	return 0;
 }
 
-/* Context: lock_sock(csk) held. */
+/*
+ * Context: lock_sock(csk) held.  A socket with an upper layer protocol
+ * (kTLS) cannot be carried: KCM reads and writes TCP beneath it.
+ */
 static int kcm_psock_check_state(struct sock *csk)
 {
 	sock_owned_by_me(csk);
 	if (csk->sk_state == TCP_LISTEN || csk->sk_state == TCP_CLOSE)
+		return -EOPNOTSUPP;
+
+	if (inet_csk(csk)->icsk_ulp_ops)
 		return -EOPNOTSUPP;
 
 	return 0;
@@ -45,8 +51,8 @@ static int kcm_psock_check_state(struct sock *csk)
  * Install the psock as the owner of the TCP socket's receive side.
  *
  * Context: lock_sock(csk) held; takes the callback lock.
- * Return: 0, or -EALREADY when another user (a mux, sockmap, a ULP such
- * as kTLS) owns the socket.
+ * Return: 0, or -EALREADY when another user (a mux, sockmap) owns the
+ * socket.
  */
 static int kcm_psock_take_callbacks(struct kcm_psock *psock)
 {
@@ -55,8 +61,7 @@ static int kcm_psock_take_callbacks(struct kcm_psock *psock)
 
 	sock_owned_by_me(csk);
 	write_lock_bh(&csk->sk_callback_lock);
-	if (rcu_access_pointer(__sk_user_data(csk)) ||
-	    inet_csk(csk)->icsk_ulp_ops) {
+	if (rcu_access_pointer(__sk_user_data(csk))) {
 		err = -EALREADY;
 	} else {
 		psock->saved_data_ready = csk->sk_data_ready;
@@ -72,22 +77,59 @@ static int kcm_psock_take_callbacks(struct kcm_psock *psock)
 }
 
 /*
- * Give the TCP socket its callbacks back.  Once this returns no framing
- * starts on the psock again and TCP wakes no KCM socket.
+ * Give the TCP socket its callbacks back (kcm_tls.c: where kTLS took
+ * them over).  Once this returns no framing starts on the psock again and
+ * TCP wakes no KCM socket.
  *
- * Context: process context; takes the callback lock.
+ * Context: process context; takes lock_sock() of the TCP socket and its
+ * callback lock.
  */
 static void kcm_psock_restore_callbacks(struct kcm_psock *psock)
 {
 	struct sock *csk = psock->sk;
 
+	lock_sock(csk);
 	write_lock_bh(&csk->sk_callback_lock);
-	csk->sk_data_ready = psock->saved_data_ready;
-	csk->sk_write_space = psock->saved_write_space;
-	csk->sk_state_change = psock->saved_state_change;
+	kcm_tls_restore_callbacks(psock);
 	rcu_assign_sk_user_data(csk, NULL);
 	WRITE_ONCE(psock->rx_stopped, true);
 	write_unlock_bh(&csk->sk_callback_lock);
+	release_sock(csk);
+}
+
+/**
+ * kcm_psock_ulp_check() - stop a psock whose TCP socket gained an upper
+ *	layer protocol
+ * @psock: an attached psock
+ *
+ * KCM reads and writes the TCP socket beneath any upper layer protocol,
+ * which the application may install after the attach (kTLS only needs an
+ * established connection): a message would go out in clear and the
+ * parser would read ciphertext.  Each read and each write asks first;
+ * the first to find one stops the psock for good, both ways, and posts
+ * EOPNOTSUPP on the TCP socket.  Installing a ULP takes the socket lock,
+ * so none can appear between the check and the read or write it guards.
+ *
+ * Context: the TCP socket's lock held (lock_sock(), or its spinlock in
+ * softirq).
+ * Return: 0, or -EOPNOTSUPP when the psock must not touch the socket.
+ */
+int kcm_psock_ulp_check(struct kcm_psock *psock)
+{
+	struct sock *csk = psock->sk;
+
+	lockdep_assert(lockdep_sock_is_held(csk));
+	if (likely(!inet_csk(csk)->icsk_ulp_ops))
+		return 0;
+	if (!psock->ulp_stopped) {
+		WRITE_ONCE(psock->ulp_stopped, true);
+		WRITE_ONCE(psock->rx_stopped, true);
+		kcm_stat_add(&psock->stats.ulp_stops, 1);
+		trace_kcm_psock_ulp(psock);
+		WRITE_ONCE(csk->sk_err, EOPNOTSUPP);
+		sk_error_report(csk);
+	}
+	return -EOPNOTSUPP;
 }
 
 /* Context: process context, may sleep. */
@@ -225,7 +267,8 @@ static int kcm_psock_attach(struct kcm_mux *mux, struct socket *csock,
  * Context: process context, may sleep.
  * Return: 0; -ENOENT for a bad socket descriptor, -EBADF or -EINVAL for
  * a bad program, -EOPNOTSUPP for a socket that is not a connected TCP
- * socket, -EALREADY when it is attached already, or -ENOMEM.
+ * socket or has an upper layer protocol (kTLS), -EALREADY when it is
+ * attached already, or -ENOMEM.
  */
 int kcm_attach_ioctl(struct kcm_sock *kcm, const struct kcm_attach *info)
 {

@@ -2058,7 +2058,7 @@ static void kcm_rx_read(struct kcm_psock *psock, gfp_t gfp)
 	read_descriptor_t desc = { .arg.data = psock, .count = 1 };
 	int err;
 
-	if (READ_ONCE(psock->rx_stopped))
+	if (READ_ONCE(psock->rx_stopped) || kcm_psock_ulp_check(psock))
 		return;
 
 	psock->rx_gfp = gfp;

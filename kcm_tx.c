@@ -983,7 +983,8 @@ static int kcm_tx_write(struct kcm_sock *kcm, struct kcm_psock *psock)
 	int ret = 0;
 
 	lock_sock(csk);
-	while (!skb_queue_empty(queue) &&
+	ret = kcm_psock_ulp_check(psock);
+	while (!ret && !skb_queue_empty(queue) &&
 	       kcm_tx_for_psock(skb_peek(queue), psock) &&
 	       (kcm->tx_offset || kcm->tx_sent < KCM_TX_QUANTUM)) {
 		ret = kcm_tx_gather(kcm, psock, &v, &more);
@@ -1016,7 +1017,9 @@ static void kcm_tx_post_error(struct sock *csk, int err)
 
 /*
  * A write of @kcm's to @psock failed with @err: stop transmitting on it,
- * tell its TCP socket, and let the psock go.
+ * tell its TCP socket, and let the psock go.  A psock stopped by an upper
+ * layer protocol (kcm_psock_ulp_check()) tells @kcm too: its messages go
+ * elsewhere, but the application asked for something KCM cannot give.
  *
  * Context: lock_sock(kcm) held; takes mux->lock.
  */
@@ -1025,6 +1028,10 @@ static void kcm_tx_stop(struct kcm_sock *kcm, struct kcm_psock *psock,
 {
 	struct kcm_mux *mux = kcm->mux;
 
+	if (READ_ONCE(psock->ulp_stopped)) {
+		WRITE_ONCE(kcm->sk.sk_err, EOPNOTSUPP);
+		sk_error_report(&kcm->sk);
+	}
 	kcm_tx_post_error(psock->sk, err);
 	kcm_stat_add(&psock->stats.tx_aborts, 1);
 	spin_lock_bh(&mux->lock);
@@ -1216,7 +1223,9 @@ static void kcm_psock_tx_work(struct work_struct *work)
 		release_sock(csk);
 		return;
 	}
-	err = kcm_tx_send_msg(csk, skb, &psock->tx_orphan_off, false);
+	err = kcm_psock_ulp_check(psock);
+	if (!err)
+		err = kcm_tx_send_msg(csk, skb, &psock->tx_orphan_off, false);
 	if (!err) {
 		trace_kcm_tx_sent(psock, NULL, skb->len, 1,
 				  kcm_tx_msg(skb)->retried);
@@ -1695,6 +1704,9 @@ static size_t kcm_tx_direct(struct kcm_sock *kcm, struct msghdr *msg,
 		return 0;
 	csk = psock->sk;
 	lock_sock(csk);
+	ret = kcm_psock_ulp_check(psock);
+	if (ret)
+		goto out;
 	if (sk_stream_wspace(csk) < (int)len) {
 		release_sock(csk);
 		return 0;
@@ -1712,6 +1724,7 @@ static size_t kcm_tx_direct(struct kcm_sock *kcm, struct msghdr *msg,
 	msg->msg_controllen = controllen;
 	msg->msg_name = name;
 	msg->msg_namelen = namelen;
+out:
 	release_sock(csk);
 
 	if (ret == (int)len) {

@@ -300,9 +300,10 @@ static void __kcm_ext_psock(struct seq_file *seq, struct kcm_psock *psock)
 		seq_printf(seq, " kcm=%u", psock->tx_kcm->index);
 	else
 		seq_puts(seq, " kcm=-");
-	seq_printf(seq, " rx_stopped=%d rx_paused=%d tx_stopped=%d rx_in_place=%llu\n",
+	seq_printf(seq, " rx_stopped=%d rx_paused=%d tx_stopped=%d rx_in_place=%llu ulp_stops=%llu\n",
 		   READ_ONCE(psock->rx_stopped), READ_ONCE(psock->rx_paused),
-		   psock->tx_stopped, READ_ONCE(st->rx_in_place));
+		   psock->tx_stopped, READ_ONCE(st->rx_in_place),
+		   READ_ONCE(st->ulp_stops));
 }
 
 /* Context: seq_file show, the namespace lock is held; takes the mux lock. */

@@ -624,6 +624,36 @@ TEST_DIFFERS(trace_tx_too_big, "no kcm trace events")
 }
 
 /*
+ * The application installs kTLS's ULP on an attached socket: at the next
+ * bytes from the peer the psock stops, with one event naming the ULP.
+ */
+TEST_DIFFERS(trace_ulp_stop, "no kcm trace events")
+{
+	static const char *const names[] = {
+		"kcm_psock_attach", "kcm_psock_ulp",
+	};
+	int kcm, peer, local, prog = kcm_u_parser_len4();
+	char ulp[16];
+
+	kcm_enter_netns();
+	kcm = kcm_socket(SOCK_DGRAM);
+	ASSERT_GE(kcm, 0);
+	ASSERT_OK(kcm_u_tcp_pair(&peer, &local));
+	trace_start();
+	ASSERT_OK(kcm_u_attach(kcm, local, prog));
+	if (setsockopt(local, IPPROTO_TCP, 31 /* TCP_ULP */, "tls", 4))
+		SKIP(return, "no kTLS: TCP_ULP \"tls\": %s", strerror(errno));
+	ASSERT_OK(kcm_u_write_all(peer, "abcdefgh", 8));
+	ASSERT_EQ(kcm_wait_so_error(local, 5000), EOPNOTSUPP);
+	trace_stop();
+	expect_names(names, ARRAY_SIZE(names));
+	EXPECT_EQ(num(&evs[1], "mux"), mux_id());
+	EXPECT_EQ(num(&evs[1], "psock"), 0);
+	EXPECT_TRUE(!strcmp(str(&evs[1], "ulp", ulp, sizeof(ulp)), "tls"));
+	close(kcm);
+}
+
+/*
  * A sendmmsg() batch of small messages goes to TCP in packs: fewer
  * kcm_tx_sent events than messages, whose msgs and len add up to the
  * batch, every message arriving whole and in order.

@@ -55,6 +55,8 @@ struct kcm_msg_stats {
  * @tx_aborts: messages whose transmission failed on this psock
  * @rx_in_place: small messages framed in TCP's pages, not copied to the
  *	framing buffer (kcm_rx.c)
+ * @ulp_stops: times the psock stopped because its TCP socket gained an
+ *	upper layer protocol such as kTLS (kcm_psock_ulp_check()); 0 or 1
  *
  * In the order of /proc/net/kcm_stats, all u64 (see kcm_stats_fold()).
  * Receive counters are written under the TCP socket's lock, @rx_intr,
@@ -79,6 +81,7 @@ struct kcm_psock_stats {
 	u64 rx_timeouts;
 	u64 tx_aborts;
 	u64 rx_in_place;
+	u64 ulp_stops;
 };
 
 /**
@@ -290,6 +293,9 @@ struct kcm_parser {
  *	under @mux->lock
  * @tx_gone: the psock is being unattached (so @tx_stopped too): messages
  *	addressed to it fail with ENOENT, not EPIPE; written under @mux->lock
+ * @ulp_stopped: the TCP socket gained an upper layer protocol (kTLS):
+ *	nothing more is read or written, and messages addressed to it fail
+ *	with EOPNOTSUPP; set once under the TCP socket's lock (READ_ONCE)
  * @tx_orphan: the rest of a message whose KCM socket closed while it was
  *	half written, finished by @tx_work; set under @mux->lock
  * @tx_orphan_off: bytes of @tx_orphan already written
@@ -345,6 +351,7 @@ struct kcm_psock {
 	struct list_head tx_direct;
 	bool tx_stopped;
 	bool tx_gone;
+	bool ulp_stopped;
 	struct sk_buff *tx_orphan;
 	unsigned int tx_orphan_off;
 	struct work_struct tx_work;
@@ -638,6 +645,7 @@ int kcm_attach_ext_ioctl(struct kcm_sock *kcm,
 			 const struct kcm_attach_ext *info);
 int kcm_unattach_ioctl(struct kcm_sock *kcm, const struct kcm_unattach *info);
 void kcm_mux_unattach_all(struct kcm_mux *mux);
+int kcm_psock_ulp_check(struct kcm_psock *psock);
 
 /* kcm_rx.c: framing, delivery and reading */
 void kcm_psock_rx_init(struct kcm_psock *psock);
@@ -684,6 +692,9 @@ static inline int kcm_parse_locked(struct kcm_psock *psock,
 		return kcm_parse_lenfield(psock, skb, count);
 	return (int)bpf_prog_run(psock->prog, skb);
 }
+
+/* kcm_tls.c: attached sockets and kernel TLS */
+void kcm_tls_restore_callbacks(struct kcm_psock *psock);
 
 /* kcm_conn.c: per-connection addressing (not in upstream) */
 struct kcm_psock *__kcm_mux_psock_by_id(struct kcm_mux *mux, u32 id);

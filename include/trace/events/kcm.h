@@ -26,6 +26,7 @@
 #include <linux/tracepoint.h>
 #include <net/inet_sock.h>
 #include <net/sock.h>
+#include <net/tcp.h>
 #include <net/kcm.h>
 #include <trace/events/net_probe_common.h>
 
@@ -86,6 +87,29 @@ TRACE_EVENT(kcm_psock_unattach,
 	    TP_printk("mux=%u psock=%u rx_msgs=%llu tx_msgs=%llu",
 		      __entry->mux, __entry->psock, __entry->rx_msgs,
 		      __entry->tx_msgs)
+);
+
+/*
+ * The psock's TCP socket gained an upper layer protocol (kTLS): the psock
+ * stops for good, -EOPNOTSUPP posted on the TCP socket.
+ */
+TRACE_EVENT(kcm_psock_ulp,
+	    TP_PROTO(const struct kcm_psock *psock),
+	    TP_ARGS(psock),
+	    TP_STRUCT__entry(__field(unsigned int, mux)
+			     __field(unsigned int, psock)
+			     __array(char, ulp, 16)
+	    ),
+	    TP_fast_assign(const struct tcp_ulp_ops *ops =
+				inet_csk(psock->sk)->icsk_ulp_ops;
+
+			   __entry->mux = psock->mux->id;
+			   __entry->psock = psock->index;
+			   strscpy(__entry->ulp, ops ? ops->name : "",
+				   sizeof(__entry->ulp));
+	    ),
+	    TP_printk("mux=%u psock=%u ulp=%s",
+		      __entry->mux, __entry->psock, __entry->ulp)
 );
 
 /* A psock stops or starts reading because of what it has held. */

@@ -59,8 +59,8 @@ usage: vm.sh --module PATH.ko [--payload DIR] [--run 'CMD'] [--kernel-version VE
   --out DIR            logs and initramfs go here (default ./.build/vm)
   --append ARGS        extra kernel command line
   --extra-modules LIST modules of VER loaded before kcm.ko, with their
-                       dependencies (default 'veth sch_netem'; absent ones
-                       are skipped)
+                       dependencies (default: veth, sch_netem, and kTLS
+                       with its ciphers; absent ones are skipped)
   --no-module          do not load kcm.ko (--module then optional)
   --rmmod              rmmod kcm after the command (checks module unload)
   --env 'K=V ...'      exported in the guest (repeatable; no spaces in V)
@@ -171,7 +171,10 @@ kernel=
 timeout_s=600
 out=./.build/vm
 append=
-extra_modules='veth sch_netem'
+# The selftests' namespaces and netem, and kTLS (kcm_tls) with the
+# ciphers it can use, loaded ahead: the guest has no modprobe to load
+# them when the crypto API asks.
+extra_modules='veth sch_netem tls gcm ghash-generic ctr ccm chacha20poly1305 chacha_generic poly1305_generic'
 no_module=0
 rmmod=0
 env_words=()
