@@ -199,4 +199,39 @@ TEST_DIFFERS(tls_ulp_only, IN_CLEAR)
 	close(kcm);
 }
 
+/*
+ * kTLS turned on after the attach, then unattach: the TCP socket goes
+ * back with kTLS working both ways (kTLS took over KCM's callbacks and
+ * gets the socket's own in their place), and after close nothing of KCM
+ * is left in it.
+ */
+TEST_DIFFERS(tls_unattach_keeps_tls, IN_CLEAR)
+{
+	int peer, local, kcm, i;
+	size_t len = kcm_u_msg_build(buf, 1000, 5);
+	char in[2000];
+
+	kcm = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+	tls_on(local);
+	tls_on(peer);
+	/* A record arrives while attached: kTLS's callback calls KCM's. */
+	ASSERT_OK(kcm_u_write_all(peer, buf, 100));
+	ASSERT_EQ(kcm_wait_so_error(local, 2000), EOPNOTSUPP);
+	ASSERT_OK(kcm_u_unattach(kcm, local));
+	close(kcm);
+	kcm_u_set_timeo(local, SO_RCVTIMEO, 5000);
+	ASSERT_OK(kcm_u_read_full(local, in, 100));
+	ASSERT_EQ(memcmp(in, buf, 100), 0);
+	for (i = 0; i < 3; i++) {
+		ASSERT_OK(kcm_u_write_all(peer, buf, len));
+		ASSERT_OK(kcm_u_read_full(local, in, len));
+		ASSERT_EQ(memcmp(in, buf, len), 0);
+		ASSERT_OK(kcm_u_write_all(local, buf, len));
+		ASSERT_OK(kcm_u_read_full(peer, in, len));
+		ASSERT_EQ(memcmp(in, buf, len), 0);
+	}
+	close(local);
+	close(peer);
+}
+
 KCM_TEST_MAIN
