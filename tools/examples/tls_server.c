@@ -119,7 +119,8 @@ static void parse_args(int argc, char **argv)
 			requests = atoi(optarg);
 			break;
 		default:
-			fprintf(stderr, "usage: tls_server [-w WORKERS] [-c CONNS] [-n REQUESTS]\n");
+			fprintf(stderr, "usage: tls_server [-w WORKERS] [-c CONNS]");
+			fprintf(stderr, " [-n REQUESTS]\n");
 			exit(2);
 		}
 	}
@@ -144,8 +145,9 @@ static int collect(void)
 		bytes += workers[i].bytes;
 		bad += workers[i].bad;
 	}
-	printf("server: %d workers received %ld of %d requests over TLS, %ld of %ld bytes, %ld bad\n",
-	       nworkers, total, requests, bytes, want, bad);
+	printf("server: %d workers received %ld of %d requests over TLS",
+	       nworkers, total, requests);
+	printf(", %ld of %ld bytes, %ld bad\n", bytes, want, bad);
 	return total == requests && bytes == want && !bad ? 0 : -1;
 }
 
@@ -179,7 +181,8 @@ int main(int argc, char **argv)
 	if (accept_tls_attach(workers[0].fd, lfd, conns)) {
 		kill(client, SIGTERM);
 		waitpid(client, NULL, 0);
-		printf("tls_server: SKIP: KCM does not go through kernel TLS before Linux 6.6 (attach: EOPNOTSUPP)\n");
+		printf("tls_server: SKIP: KCM does not go through kernel TLS");
+		printf(" before Linux 6.6 (attach: EOPNOTSUPP)\n");
 		return 4;
 	}
 	printf("server: mux with %d KCM sockets and %d TLS connections\n",
