@@ -20,7 +20,7 @@
  *  - 6.10: proto_ops.accept takes a struct proto_accept_arg.
  *  - 6.11: skb_frag_unref() and friends live in <linux/skbuff_ref.h>.
  *  - 6.12: <asm/unaligned.h> became <linux/unaligned.h> (kcm_parser.c and
- *    kcm_test.c include this header for it).
+ *    kcm_strp_test.c include this header for it).
  */
 
 #ifndef __KCM_COMPAT_H

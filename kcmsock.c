@@ -8,8 +8,10 @@
  *
  * This file: the family, socket ops and module.  The mux life cycle and
  * namespaces (kcm_mux.c), attach/unattach (kcm_psock.c), the message
- * parsers (kcm_parser.c), the receive path (kcm_rx.c), the transmit path
- * (kcm_tx.c) and /proc (kcmproc.c) have files of their own.
+ * parsers (kcm_parser.c), framing (kcm_strp.c), delivery and reading
+ * (kcm_rx.c), the transmit path (kcm_tx.c), per-connection addressing
+ * (kcm_conn.c), kernel TLS beneath psocks (kcm_tls.c) and /proc
+ * (kcmproc.c) have files of their own.
  *
  * Objects
  * -------
@@ -86,8 +88,8 @@
  * Socket creation, ioctl, setsockopt, release, /proc and every write to a
  * TCP socket run in process context (sendmsg or a KCM socket's tx_work).
  * Framing runs in the TCP socket's data_ready softirq when no task owns
- * the TCP socket, else in the psock's rx_work; both hold the TCP socket's
- * lock, which serialises every rx_ field of the psock.  The BPF parser
+ * the TCP socket, else in the psock's work item; both hold the TCP
+ * socket's lock, which serialises the psock's struct kcm_strp.  The BPF parser
  * runs under rcu_read_lock() with migration disabled.  Delivery to KCM
  * sockets happens under the mux lock from either context.  The TCP
  * write_space and state_change callbacks only queue work.
