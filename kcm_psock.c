@@ -143,7 +143,7 @@ static struct kcm_psock *kcm_psock_alloc(struct kcm_mux *mux,
 {
 	struct kcm_psock *psock;
 
-	psock = kzalloc(sizeof(*psock), GFP_KERNEL);
+	psock = kzalloc(sizeof(*psock), GFP_KERNEL_ACCOUNT);
 	if (!psock)
 		return NULL;
 

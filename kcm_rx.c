@@ -30,6 +30,14 @@
 
 /* Receiving sockets remembered per batch, to wake each once. */
 #define KCM_RX_WAKE_MAX		8
+/* How soon sockets short of memory try to take messages again. */
+#define KCM_RX_MEM_RETRY	(HZ / 10)
+/* Sockets short of memory whose cgroups one run of rx_mem_work reclaims. */
+#define KCM_RX_MEM_RECLAIM	8
+/* How far a psock's charge may lag behind its messages leaving the mux;
+ * also what a socket short of memory makes its cgroup reclaim.
+ */
+#define KCM_RX_MEM_SLACK	(256 * 1024)
 /* Lengths and ids of a batched read kept on the stack (KCM_RECV_BATCH). */
 #define KCM_RECV_STACK		32
 /* Most entries of a socket's kept array for them (32 KB). */
@@ -109,8 +117,42 @@ static void __kcm_rx_wake_all(struct kcm_rx_wake *wake)
 }
 
 /*
- * Context: mux->lock held; @kcm is in the rotation.  The reader is woken
- * now, or with the rest of the batch when @wake is given.
+ * The next socket of the rotation with room that could be charged for
+ * @skb, which it now owns (kcm_mem_rx_charge()).  One whose memory cgroup
+ * (or net.kcm.mem) refused leaves the rotation until memory frees: the
+ * mux makes its cgroup reclaim and tries it again at once, then a while
+ * later each time (kcm_rx_mem_work()).
+ *
+ * Context: mux->lock held.
+ * Return: the socket, or NULL when none could take @skb.
+ */
+static struct kcm_sock *__kcm_rx_pick_for(struct kcm_mux *mux,
+					  struct sk_buff *skb)
+{
+	struct kcm_sock *kcm;
+
+	lockdep_assert_held(&mux->lock);
+	while ((kcm = __kcm_rx_pick(mux))) {
+		if (kcm_mem_rx_charge(&kcm->sk, skb)) {
+			if (unlikely(kcm->rx_mem_retried))
+				kcm->rx_mem_retried = false;
+			return kcm;
+		}
+		__kcm_rx_remove(kcm);
+		kcm->rx_mem_short = true;
+		kcm_stat_add(&mux->mstats.rx_mem_short, 1);
+		queue_delayed_work(system_wq, &mux->rx_mem_work,
+				   kcm->rx_mem_retried ? KCM_RX_MEM_RETRY : 0);
+	}
+	return NULL;
+}
+
+/*
+ * @skb, charged to @kcm (__kcm_rx_pick_for()), joins its receive queue.
+ * The reader is woken now, or with the rest of the batch when @wake is
+ * given.
+ *
+ * Context: mux->lock held, which keeps @kcm alive.
  */
 static void __kcm_rx_queue(struct kcm_sock *kcm, struct sk_buff *skb,
 			   struct kcm_rx_wake *wake)
@@ -119,7 +161,6 @@ static void __kcm_rx_queue(struct kcm_sock *kcm, struct sk_buff *skb,
 
 	lockdep_assert_held(&kcm->mux->lock);
 	trace_kcm_rx_deliver(kcm, skb);
-	skb_set_owner_r(skb, sk);
 	skb_queue_tail(&sk->sk_receive_queue, skb);
 	if (!kcm_rx_wake_later(wake, kcm))
 		sk->sk_data_ready(sk);
@@ -143,11 +184,15 @@ void __kcm_rx_unhold(struct kcm_mux *mux, struct sk_buff *skb)
 		return;
 
 	kcm_rx_msg(skb)->psock = NULL;
-	psock->rx_held -= skb->truesize;
+	WRITE_ONCE(psock->rx_held, psock->rx_held - skb->truesize);
 	if (psock->rx_paused &&
 	    psock->rx_held <= READ_ONCE(psock->sk->sk_rcvbuf) / 2) {
 		WRITE_ONCE(psock->rx_paused, false);
 		trace_kcm_psock_resume(psock);
+		kcm_strp_kick(psock);
+	} else if (READ_ONCE(psock->strp.charged) >
+		   psock->rx_held + KCM_RX_MEM_SLACK) {
+		/* Its TCP socket is charged too much: framing fixes that. */
 		kcm_strp_kick(psock);
 	}
 }
@@ -160,7 +205,7 @@ static void __kcm_rx_dispatch(struct kcm_mux *mux)
 
 	lockdep_assert_held(&mux->lock);
 	while ((skb = skb_peek(&mux->rx_hold))) {
-		kcm = __kcm_rx_pick(mux);
+		kcm = __kcm_rx_pick_for(mux, skb);
 		if (!kcm)
 			break;
 		__skb_unlink(skb, &mux->rx_hold);
@@ -177,7 +222,7 @@ static void __kcm_rx_hold(struct kcm_mux *mux, struct kcm_psock *psock,
 	/* An unattaching psock has already had its held messages orphaned. */
 	if (!READ_ONCE(psock->rx_stopped)) {
 		kcm_rx_msg(skb)->psock = psock;
-		psock->rx_held += skb->truesize;
+		WRITE_ONCE(psock->rx_held, psock->rx_held + skb->truesize);
 		if (!psock->rx_paused &&
 		    psock->rx_held > READ_ONCE(psock->sk->sk_rcvbuf)) {
 			WRITE_ONCE(psock->rx_paused, true);
@@ -233,26 +278,27 @@ static struct sk_buff *kcm_rx_split_front(struct sk_buff *skb,
 /*
  * Share the messages of a pack among the sockets of the rotation, a run
  * of them to each, as one message to each in turn would; the last run
- * is left in @skb for the caller to deliver.
+ * is left in @skb for the caller to deliver.  A run no socket could be
+ * charged for waits on the mux, and so does, behind it, the rest.
  *
  * Context: mux->lock held, nothing held on the mux.
  */
-static void __kcm_rx_spread(struct kcm_mux *mux, struct sk_buff *skb,
+static void __kcm_rx_spread(struct kcm_psock *psock, struct sk_buff *skb,
 			    struct kcm_rx_wake *wake)
 {
+	struct kcm_mux *mux = psock->mux;
 	unsigned int parts = __kcm_rx_nready(mux, kcm_rx_left(skb));
 	struct sk_buff *front;
 	struct kcm_sock *kcm;
 
 	lockdep_assert_held(&mux->lock);
 	for (; parts > 1; parts--) {
-		kcm = __kcm_rx_pick(mux);
-		if (!kcm)
-			return;
 		front = kcm_rx_split_front(skb, kcm_rx_left(skb) / parts);
-		if (!front) {
-			/* It still gets the whole pack next. */
-			list_move(&kcm->rx_node, &mux->rx_ready);
+		if (!front)
+			return;
+		kcm = __kcm_rx_pick_for(mux, front);
+		if (!kcm) {
+			__kcm_rx_hold(mux, psock, front);
 			return;
 		}
 		__kcm_rx_queue(kcm, front, wake);
@@ -269,8 +315,9 @@ static void __kcm_rx_deliver(struct kcm_psock *psock, struct sk_buff *skb,
 	lockdep_assert_held(&mux->lock);
 	if (likely(skb_queue_empty(&mux->rx_hold))) {
 		if (kcm_rx_left(skb) > 1)
-			__kcm_rx_spread(mux, skb, wake);
-		kcm = __kcm_rx_pick(mux);
+			__kcm_rx_spread(psock, skb, wake);
+		kcm = skb_queue_empty(&mux->rx_hold) ?
+		      __kcm_rx_pick_for(mux, skb) : NULL;
 		if (likely(kcm))
 			__kcm_rx_queue(kcm, skb, wake);
 		else
@@ -326,7 +373,59 @@ void __kcm_mux_psock_gone(struct kcm_mux *mux, struct kcm_psock *psock)
 		if (kcm_rx_msg(skb)->psock == psock)
 			kcm_rx_msg(skb)->psock = NULL;
 	}
-	psock->rx_held = 0;
+	WRITE_ONCE(psock->rx_held, 0);
+}
+
+/*
+ * Sockets that left the rotation because their memory could not be
+ * charged (__kcm_rx_pick_for()) make their memory cgroups reclaim, then
+ * try again, and with them the messages held on the mux; those still
+ * short queue this work again.
+ *
+ * Context: process context (workqueue); takes mux->lock.
+ */
+static void kcm_rx_mem_work(struct work_struct *work)
+{
+	struct kcm_mux *mux = container_of(to_delayed_work(work),
+					   struct kcm_mux, rx_mem_work);
+	struct kcm_sock *kcm, *reclaim[KCM_RX_MEM_RECLAIM];
+	unsigned int i, n = 0;
+
+	spin_lock_bh(&mux->lock);
+	list_for_each_entry(kcm, &mux->socks, mux_node) {
+		if (!kcm->rx_mem_short || n == ARRAY_SIZE(reclaim))
+			continue;
+		sock_hold(&kcm->sk);
+		reclaim[n++] = kcm;
+	}
+	spin_unlock_bh(&mux->lock);
+
+	for (i = 0; i < n; i++) {
+		kcm_mem_reclaim(&reclaim[i]->sk, KCM_RX_MEM_SLACK);
+		sock_put(&reclaim[i]->sk);
+	}
+
+	spin_lock_bh(&mux->lock);
+	list_for_each_entry(kcm, &mux->socks, mux_node) {
+		if (!kcm->rx_mem_short)
+			continue;
+		kcm->rx_mem_short = false;
+		kcm->rx_mem_retried = true;
+		__kcm_rx_join(kcm);
+	}
+	spin_unlock_bh(&mux->lock);
+}
+
+/**
+ * kcm_mux_rx_init() - set up the receive side of a new mux
+ * @mux: the mux
+ *
+ * Context: any.
+ */
+void kcm_mux_rx_init(struct kcm_mux *mux)
+{
+	skb_queue_head_init(&mux->rx_hold);
+	INIT_DELAYED_WORK(&mux->rx_mem_work, kcm_rx_mem_work);
 }
 
 /**
@@ -339,6 +438,7 @@ void kcm_mux_rx_purge(struct kcm_mux *mux)
 {
 	struct sk_buff *skb;
 
+	cancel_delayed_work_sync(&mux->rx_mem_work);
 	spin_lock_bh(&mux->lock);
 	skb_queue_walk(&mux->rx_hold, skb)
 		mux->mstats.rx_ready_drops += kcm_rx_left(skb);

@@ -97,6 +97,8 @@
 #define KCM_STRP_VIEW_HEAD	16U
 /* Retry delay after a failed allocation in process context. */
 #define KCM_STRP_RETRY		(HZ / 10)
+/* Bytes a psock may take in a read before its TCP socket is charged. */
+#define KCM_STRP_MEM_STEP	(256 * 1024)
 /* Messages framed before they are delivered together. */
 #define KCM_STRP_BATCH		32
 /* kcm_strp_parse(): small messages were framed, nothing more is parsed. */
@@ -295,6 +297,20 @@ static void kcm_strp_buf_compact(struct kcm_psock *psock)
 	psock->strp.pack_off = 0;
 }
 
+/* @buf joins the spares, newest last. */
+static void kcm_strp_spare_add(struct kcm_psock *psock, struct sk_buff *buf)
+{
+	__skb_queue_tail(&psock->strp.spares, buf);
+	psock->strp.spares_size += buf->truesize;
+}
+
+/* @buf, a spare, leaves them. */
+static void kcm_strp_spare_del(struct kcm_psock *psock, struct sk_buff *buf)
+{
+	__skb_unlink(buf, &psock->strp.spares);
+	psock->strp.spares_size -= buf->truesize;
+}
+
 /* No pack references @buf's bytes. */
 static bool kcm_strp_spare_free(const struct sk_buff *buf)
 {
@@ -335,7 +351,7 @@ static struct sk_buff *kcm_strp_buf_spare(struct kcm_psock *psock,
 	psock->strp.spares_low = min(psock->strp.spares_low,
 				     kcm_strp_spares_free_head(psock));
 	while ((buf = skb_peek(&psock->strp.spares)) && kcm_strp_spare_free(buf)) {
-		__skb_unlink(buf, &psock->strp.spares);
+		kcm_strp_spare_del(psock, buf);
 		if (skb_end_offset(buf) >= size) {
 			buf->data = buf->head;
 			buf->len = 0;
@@ -365,7 +381,7 @@ static void kcm_strp_spares_trim(struct kcm_psock *psock, unsigned int surplus)
 			kept = true;
 			continue;
 		}
-		__skb_unlink(buf, &psock->strp.spares);
+		kcm_strp_spare_del(psock, buf);
 		consume_skb(buf);
 		surplus--;
 	}
@@ -409,10 +425,13 @@ static int kcm_strp_buf_replace(struct kcm_psock *psock, unsigned int size)
 		return -ENOMEM;
 	}
 	skb_put_data(buf, old->data, old->len);
-	__skb_queue_tail(&psock->strp.spares, old);
+	kcm_strp_spare_add(psock, old);
 	/* Packs keep the pages they reference; only ours are let go. */
-	if (skb_queue_len(&psock->strp.spares) > KCM_STRP_SPARES)
-		consume_skb(__skb_dequeue(&psock->strp.spares));
+	if (skb_queue_len(&psock->strp.spares) > KCM_STRP_SPARES) {
+		old = skb_peek(&psock->strp.spares);
+		kcm_strp_spare_del(psock, old);
+		consume_skb(old);
+	}
 	kcm_strp_spares_arm(psock);
 	psock->strp.buf = buf;
 	psock->strp.pack_off = 0;
@@ -1380,6 +1399,63 @@ static unsigned int kcm_strp_buf_need(struct kcm_psock *psock)
 }
 
 /*
+ * What the psock holds, which its TCP socket is charged for: its framing
+ * buffers, the large message being assembled, the page its small heads
+ * are carved from and its messages waiting on the mux (rx_held, which
+ * delivery changes under the mux lock).
+ */
+static unsigned int kcm_strp_held(struct kcm_psock *psock)
+{
+	struct kcm_strp *strp = &psock->strp;
+
+	return (strp->buf ? strp->buf->truesize : 0) + strp->spares_size +
+	       (strp->msg ? strp->msg->truesize : 0) +
+	       (strp->frag.va ? PAGE_FRAG_CACHE_MAX_SIZE : 0) +
+	       READ_ONCE(psock->rx_held);
+}
+
+/*
+ * Charge the TCP socket for what the psock holds now (kcm_mem.c).  When
+ * its memory refuses, the psock reads nothing more until the charge
+ * goes through: its work item makes the memory cgroup reclaim and tries
+ * again at once, then a while later each time; TCP's window closes on
+ * the peer meanwhile.
+ *
+ * Return: true when the charge covers what the psock holds.
+ */
+static bool kcm_strp_mem_sync(struct kcm_psock *psock)
+{
+	struct kcm_strp *strp = &psock->strp;
+	unsigned long delay = KCM_STRP_RETRY;
+
+	if (kcm_mem_psock_sync(psock, kcm_strp_held(psock))) {
+		if (unlikely(strp->mem_short))
+			WRITE_ONCE(strp->mem_short, false);
+		return true;
+	}
+	if (!strp->mem_short) {
+		WRITE_ONCE(strp->mem_short, true);
+		kcm_stat_add(&psock->stats.rx_mem_fail, 1);
+		delay = 0;
+	}
+	queue_delayed_work(system_wq, &strp->work, delay);
+	return false;
+}
+
+/*
+ * Has the psock taken so much since it was last charged that it must be
+ * charged before it reads on?  Then it is, and false is returned when
+ * that failed.
+ */
+static bool kcm_strp_mem_ok(struct kcm_psock *psock)
+{
+	if (kcm_strp_held(psock) <
+	    READ_ONCE(psock->strp.charged) + KCM_STRP_MEM_STEP)
+		return true;
+	return kcm_strp_mem_sync(psock);
+}
+
+/*
  * tcp_read_sock() actor: take bytes into the large message being
  * assembled or into the framing buffer, and frame them.
  */
@@ -1393,7 +1469,7 @@ static int kcm_strp_actor(read_descriptor_t *desc, struct sk_buff *skb,
 
 	while (done < len) {
 		buf = psock->strp.buf;
-		if (READ_ONCE(psock->rx_paused)) {
+		if (READ_ONCE(psock->rx_paused) || !kcm_strp_mem_ok(psock)) {
 			err = -EAGAIN;
 			break;
 		}
@@ -1464,7 +1540,8 @@ static void kcm_strp_read_done(struct kcm_psock *psock, int err)
 
 /*
  * A read from TCP stopped with @err: the messages framed go out, packed
- * and delivered even when framing stopped, then the verdict.
+ * and delivered even when framing stopped, then the verdict, and the TCP
+ * socket is charged for what the psock kept.
  */
 static void kcm_strp_read_end(struct kcm_psock *psock, int err)
 {
@@ -1472,6 +1549,7 @@ static void kcm_strp_read_end(struct kcm_psock *psock, int err)
 		err = -ENOMEM;
 	kcm_rx_deliver(psock, &psock->strp.batch);
 	kcm_strp_read_done(psock, err);
+	kcm_strp_mem_sync(psock);
 }
 
 /*
@@ -1529,7 +1607,7 @@ static void kcm_strp_read(struct kcm_psock *psock, gfp_t gfp)
 	int err, io;
 
 	lockdep_assert(lockdep_sock_is_held(psock->sk));
-	if (READ_ONCE(psock->rx_stopped))
+	if (!kcm_strp_mem_sync(psock) || READ_ONCE(psock->rx_stopped))
 		return;
 	io = kcm_psock_io(psock, false);
 	if (io < 0 || io == KCM_IO_WAIT)
@@ -1585,6 +1663,8 @@ static void kcm_strp_work(struct work_struct *work)
 					       struct kcm_psock, strp.work);
 	struct sock *csk = psock->sk;
 
+	if (READ_ONCE(psock->strp.mem_short))
+		kcm_mem_reclaim(csk, KCM_STRP_MEM_STEP);
 	lock_sock(csk);
 	kcm_strp_read(psock, GFP_KERNEL);
 	release_sock(csk);
@@ -1637,6 +1717,7 @@ static void kcm_strp_trim_work(struct work_struct *work)
 	psock->strp.spares_low = UINT_MAX;
 	kcm_strp_spares_trim(psock, low ? low - 1 : 0);
 	kcm_strp_spares_arm(psock);
+	kcm_strp_mem_sync(psock);
 	release_sock(csk);
 }
 
@@ -1697,10 +1778,13 @@ void kcm_strp_flush(struct kcm_psock *psock)
 	psock->strp.buf = NULL;
 	consume_skb(psock->strp.view);
 	psock->strp.view = NULL;
+	psock->strp.spares_size = 0;
 	while ((spare = __skb_dequeue(&psock->strp.spares)))
 		consume_skb(spare);
 	psock->strp.timing = false;
 	kcm_frag_cache_drain(&psock->strp.frag);
+	/* Its held messages were forgotten (__kcm_mux_psock_gone()). */
+	WARN_ON_ONCE(!kcm_mem_psock_sync(psock, 0));
 }
 
 #if IS_ENABLED(CONFIG_AF_KCM_KUNIT_TEST)

@@ -144,6 +144,7 @@ static struct kcm_sock *kcm_sk_alloc(struct net *net, struct socket *sock,
 	sock->ops = &kcm_ops;
 	sock_init_data(sock, sk);
 	sk->sk_protocol = KCMPROTO_CONNECTED;
+	sk->sk_destruct = kcm_mem_sock_destruct;
 	kcm_sock_tx_init(kcm_sk(sk));
 	return kcm_sk(sk);
 }
@@ -207,6 +208,7 @@ static int kcm_release(struct socket *sock)
 	__skb_queue_purge(&sk->sk_receive_queue);
 	__skb_queue_purge(&sk->sk_write_queue);
 	kcm_rx_sock_free(kcm_sk(sk));
+	kcm_mem_sock_release(sk);
 	release_sock(sk);
 
 	sock->sk = NULL;
@@ -537,13 +539,18 @@ static int __init kcm_init(void)
 {
 	int err;
 
+	kcm_mem_proto_init(&kcm_proto);
 	err = proto_register(&kcm_proto, 1);
 	if (err)
 		return err;
 
-	err = kcm_net_register();
+	err = kcm_mem_sysctl_register();
 	if (err)
 		goto out_proto;
+
+	err = kcm_net_register();
+	if (err)
+		goto out_sysctl;
 
 	err = sock_register(&kcm_family_ops);
 	if (err)
@@ -553,6 +560,8 @@ static int __init kcm_init(void)
 
 out_net:
 	kcm_net_unregister();
+out_sysctl:
+	kcm_mem_sysctl_unregister();
 out_proto:
 	proto_unregister(&kcm_proto);
 	return err;
@@ -562,6 +571,7 @@ static void __exit kcm_exit(void)
 {
 	sock_unregister(PF_KCM);
 	kcm_net_unregister();
+	kcm_mem_sysctl_unregister();
 	proto_unregister(&kcm_proto);
 }
 

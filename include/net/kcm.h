@@ -97,6 +97,8 @@ struct kcm_psock_stats {
  * @tx_dropped: messages dropped unsent when their KCM socket closed
  * @tx_too_big: messages dropped because they outgrew their KCM socket's
  *	send buffer (EMSGSIZE)
+ * @rx_mem_short: times a KCM socket could not be charged for a message
+ *	and left the receive rotation for a while
  *
  * Under the mux lock; all u64.
  */
@@ -108,6 +110,7 @@ struct kcm_mux_stats {
 	u64 rx_ready_drops;
 	u64 tx_dropped;
 	u64 tx_too_big;
+	u64 rx_mem_short;
 };
 
 /* Adds every u64 counter of @src to @dst; @src may be written meanwhile. */
@@ -162,6 +165,7 @@ struct kcm_net {
  * @rx_ready: KCM sockets that can take a message now, in round-robin
  *	order (struct kcm_sock.rx_node)
  * @rx_hold: complete messages that no KCM socket could take yet
+ * @rx_mem_work: lets sockets short of memory take messages again
  * @psocks: attached TCP sockets (struct kcm_psock.mux_node)
  * @psock_ids: the same psocks by index (connection id); an entry is
  *	reserved before its psock takes over the TCP socket and holds the
@@ -194,6 +198,7 @@ struct kcm_mux {
 	unsigned int next_index;
 	struct list_head rx_ready;
 	struct sk_buff_head rx_hold;
+	struct delayed_work rx_mem_work;
 	struct list_head psocks;
 	struct xarray psock_ids;
 	unsigned int npsocks;
@@ -269,6 +274,11 @@ struct kcm_parser {
  * @work: framing in process context
  * @timer_work: assembly timeout
  * @trim_work: lets go of spares no pack references
+ * @spares_size: truesize of the skbs on @spares
+ * @charged: bytes charged to the TCP socket for what the psock holds
+ *	(kcm_mem_psock_sync()); read locklessly by /proc
+ * @mem_short: the TCP socket's memory refused to be charged more: no
+ *	reading until it takes the charge; read locklessly by @work
  *
  * All of it under the TCP socket's lock.
  */
@@ -298,6 +308,9 @@ struct kcm_strp {
 	struct delayed_work work;
 	struct delayed_work timer_work;
 	struct delayed_work trim_work;
+	unsigned int spares_size;
+	unsigned int charged;
+	bool mem_short;
 };
 
 /**
@@ -553,6 +566,12 @@ enum {
  * @rx_disabled: KCM_RECV_DISABLE; written under lock_sock() and @mux->lock
  * @rx_node: entry on @mux->rx_ready while @rx_ready, under @mux->lock
  * @rx_ready: the socket is in the receive rotation; under @mux->lock
+ * @rx_mem_short: the socket left the rotation because it could not be
+ *	charged for a message; @mux->rx_mem_work lets it try again; under
+ *	@mux->lock
+ * @rx_mem_retried: @mux->rx_mem_work made its memory cgroup reclaim and
+ *	let it try again, and it has not been charged since: the next try
+ *	waits; under @mux->lock
  * @rx_conn_id: KCM_RECV_CONN_ID; READ_ONCE/WRITE_ONCE
  * @rx_batch: KCM_RECV_BATCH, the most messages one read returns (0 and 1:
  *	one); READ_ONCE/WRITE_ONCE
@@ -604,6 +623,8 @@ struct kcm_sock {
 	bool rx_disabled;
 	struct list_head rx_node;
 	bool rx_ready;
+	bool rx_mem_short;
+	bool rx_mem_retried;
 	bool rx_conn_id;
 	unsigned int rx_batch;
 	u32 *rx_ents;
@@ -686,6 +707,7 @@ int kcm_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 		int flags);
 void kcm_rx_sock_free(struct kcm_sock *kcm);
 unsigned int kcm_rx_queued(struct sock *sk);
+void kcm_mux_rx_init(struct kcm_mux *mux);
 void kcm_mux_rx_purge(struct kcm_mux *mux);
 
 /* kcm_parser.c: message parsers (the extended ones not in upstream) */
@@ -754,6 +776,20 @@ void kcm_tx_sock_flush_work(struct kcm_sock *kcm);
 int kcm_sendmsg(struct socket *sock, struct msghdr *msg, size_t len);
 int kcm_tx_sendmsg(struct socket *sock, struct msghdr *msg, size_t len,
 		   bool splice);
+
+/* kcm_mem.c: memory accounting */
+void kcm_mem_proto_init(struct proto *prot);
+int kcm_mem_sysctl_register(void);
+void kcm_mem_sysctl_unregister(void);
+long kcm_mem_pages(void);
+bool kcm_mem_rx_charge(struct sock *sk, struct sk_buff *skb);
+bool kcm_mem_tx_charge(struct sock *sk, unsigned int size);
+void kcm_mem_tx_uncharge(struct sock *sk, unsigned int size);
+void kcm_mem_tx_own(struct sock *sk, struct sk_buff *skb);
+void kcm_mem_sock_release(struct sock *sk);
+void kcm_mem_sock_destruct(struct sock *sk);
+bool kcm_mem_psock_sync(struct kcm_psock *psock, unsigned int held);
+bool kcm_mem_reclaim(struct sock *sk, unsigned int size);
 
 /* kcmproc.c: /proc/net/kcm, /proc/net/kcm_stats and /proc/net/kcm_ext */
 #ifdef CONFIG_PROC_FS
