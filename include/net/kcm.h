@@ -719,6 +719,14 @@ int kcm_parser_get(const struct kcm_attach_ext *info,
 		   struct kcm_parser *parser, struct bpf_prog **prog);
 void kcm_parser_put(const struct kcm_parser *parser, struct bpf_prog *prog);
 int kcm_attach_ext_copy(struct kcm_attach_ext *info, const void __user *arg);
+void kcm_ext_fprog(struct sock_fprog *fprog);
+int kcm_bpf_get(int type, int bpf_fd, const struct sock_fprog *fprog,
+		struct bpf_prog **prog);
+void kcm_bpf_put(int type, struct bpf_prog *prog);
+int kcm_field_set(struct kcm_parser *f, u8 kind, u32 offset, u32 width,
+		  u32 byte_order);
+bool kcm_field_read(const struct kcm_parser *f, const struct sk_buff *skb,
+		    u64 *val);
 
 /**
  * kcm_parse_locked() - the length of the message at the start of @skb
