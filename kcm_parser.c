@@ -7,7 +7,10 @@
  * and KCM_BPF_TYPE_FD), a classic BPF program passed inline and converted
  * the way SO_ATTACH_FILTER converts it (KCM_BPF_TYPE_PROG; needs no
  * privilege), and a built-in length field parser (KCM_PARSER_LENFIELD; no
- * BPF at all).  The last two are extensions, not in upstream Linux.
+ * BPF at all).  The last two are extensions, not in upstream Linux.  The
+ * key functions of steering (kcm_steer.c) come in the same forms and are
+ * loaded, checked and read by the same helpers (kcm_bpf_get(),
+ * kcm_field_set(), kcm_field_read(), kcm_ext_fprog()).
  *
  * Every kind answers the same question for the receive engine: the whole
  * length of the message that starts at offset 0 of the framing buffer, 0
@@ -274,11 +277,11 @@ void kcm_parser_put(const struct kcm_parser *parser, struct bpf_prog *prog)
 /**
  * kcm_ext_fprog() - the classic program of an extension's argument, as
  *	the calling task laid it out
- * @fprog: the struct sock_fprog of a struct kcm_attach_ext (or of another
- *	extension's argument laid out alike) just copied from the task
+ * @fprog: the struct sock_fprog of a struct kcm_attach_ext or struct
+ *	kcm_recv_key just copied from the task
  *
- * That is ints, then a union in which a struct sock_fprog is the one
- * member with a pointer.  A 32-bit task lays it out alike, with the
+ * Both are ints, then a union in which a struct sock_fprog is the one
+ * member with a pointer.  A 32-bit task lays them out alike, with the
  * same size, but for that member (a struct compat_sock_fprog, at the same
  * place): it is converted in place.
  *
@@ -289,7 +292,8 @@ void kcm_ext_fprog(struct sock_fprog *fprog)
 #ifdef CONFIG_COMPAT
 	struct compat_sock_fprog c;
 
-	BUILD_BUG_ON(offsetof(struct kcm_attach_ext, fprog) != 2 * sizeof(s32));
+	BUILD_BUG_ON(offsetof(struct kcm_attach_ext, fprog) != 2 * sizeof(s32) ||
+		     offsetof(struct kcm_recv_key, fprog) != 2 * sizeof(s32));
 	BUILD_BUG_ON(sizeof(c) > sizeof(*fprog));
 	if (!in_compat_syscall())
 		return;
