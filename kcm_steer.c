@@ -828,3 +828,7 @@ void kcm_steer_mux_free(struct kcm_mux *mux)
 	mux->steer.map = NULL;
 	kcm_frag_cache_drain(&mux->steer.frag);
 }
+
+#if IS_ENABLED(CONFIG_AF_KCM_KUNIT_TEST)
+#include "kcm_steer_test.c"
+#endif

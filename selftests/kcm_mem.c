@@ -19,14 +19,12 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <grp.h>
 #include <linux/filter.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 
 #include "kcm_lib.h"
@@ -330,16 +328,6 @@ static int attach_cbpf(int kcm, int fd, int parser)
 	return ioctl(kcm, SIOCKCMATTACHEXT, &att);
 }
 
-/* Become nobody with no capabilities left at all. */
-static void drop_privileges(void)
-{
-	ASSERT_OK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0));
-	ASSERT_OK(setgroups(0, NULL));
-	ASSERT_OK(setgid(65534));
-	ASSERT_OK(setuid(65534));
-	ASSERT_ERRNO(setuid(0), EPERM);
-}
-
 /*
  * 'a': accepts the test's @c->n connections on the listener, each with
  * TCP buffers of TCP_BUF, and attaches each to a KCM socket of its own.
@@ -544,7 +532,7 @@ static long mem_check(const char *what, const struct mem_snap *a,
 	long grew = b->used - a->used;
 	long limited = b->limited - a->limited, peers = b->peers - a->peers;
 
-	TH_LOG("%s: guest used %+.1f MiB; worker %+.1f MiB (sock %+.1f), peers %+.1f MiB; uncharged %+.1f MiB",
+	TH_LOG("%s: MiB: guest %+.1f; worker %+.1f (sock %+.1f), peers %+.1f; uncharged %+.1f",
 	       what, (double)grew / MIB, (double)limited / MIB,
 	       (double)(b->sock - a->sock) / MIB, (double)peers / MIB,
 	       (double)(grew - limited - peers) / MIB);
@@ -583,7 +571,7 @@ static void test_begin(struct test *t)
 		close(to_worker[1]);
 		close(from_worker[0]);
 		ASSERT_OK(cg_enter(&t->limited));
-		drop_privileges();
+		kcm_drop_privileges();
 		wk.from_test = to_worker[0];
 		wk.to_test = from_worker[1];
 		worker_run(&wk);
@@ -846,9 +834,11 @@ TEST_DIFFERS(stalled_peers, NO_MEM)
 	test_holding(&t);
 	for (i = 32; i < t.n; i++) {
 		kcm_u_set_timeo(t.peer[i], SO_RCVTIMEO, 20000);
-		for (seq = 0; seq < t.r.sent[i]; seq++)
-			ASSERT_EQ(kcm_u_msg_check(buf, kcm_u_read_msg(t.peer[i],
-						  buf, sizeof(buf))), seq);
+		for (seq = 0; seq < t.r.sent[i]; seq++) {
+			long len = kcm_u_read_msg(t.peer[i], buf, sizeof(buf));
+
+			ASSERT_EQ(kcm_u_msg_check(buf, len), seq);
+		}
 		ASSERT_ERRNO(recv(t.peer[i], buf, sizeof(buf), MSG_DONTWAIT),
 			     EAGAIN);
 	}
