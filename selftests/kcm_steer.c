@@ -975,6 +975,70 @@ TEST_DIFFERS(kcmstat_shows_who_waits, NO_KEY_OPT)
 	free(st.buf);
 }
 
+/*
+ * In a child, with the net.kcm.mem knob @knob: the owners of the keys
+ * cannot be charged (the protocol's pool is all but closed), so their
+ * messages wait for them; once the pool opens again all arrive, each key
+ * at one worker, in order.
+ */
+static void memory_refused(int knob, const char *open_pool)
+{
+	const unsigned int n = 500;
+	uint32_t sent[NC * NKEYS] = {};
+	struct smux m;
+	struct seen s;
+	long want;
+	pid_t pid;
+
+	kcm_enter_netns();
+	seen_init(&s);
+	smux_setup(&m, SOCK_DGRAM, 2, 2);
+	ASSERT_OK(set_key_field(m.w[0]));
+	learn_owners(&m, &s, sent, ALL);
+	ASSERT_EQ(pwrite(knob, "1 2 4", 5, 0), 5);
+	pid = send_all(&m, n, mixed_key, sent);
+	ASSERT_EQ(kcm_wait_child(pid), 0);
+	usleep(200000);
+	ASSERT_GT(ext_mux("rx_mem_short"), 0);
+	ASSERT_GT(ext_num("kcm", "index", "0", "steer_held") +
+		  ext_num("kcm", "index", "1", "steer_held"), 0);
+	ASSERT_EQ(pwrite(knob, open_pool, strlen(open_pool), 0),
+		  (ssize_t)strlen(open_pool));
+	want = NKEYS + 2L * n;
+	ASSERT_EQ(read_until(&m, &s, ALL, want, 0), want);
+	ASSERT_EQ(s.two_owners, 0);
+}
+
+/*
+ * When the owner of a key cannot be charged for its messages (its memory
+ * cgroup or, here, net.kcm.mem refuses), they wait for it, as for a full
+ * receive buffer: none goes to another worker, none is lost.
+ */
+TEST_DIFFERS(memory_refused_holds_not_drops, NO_KEY_OPT)
+{
+	char old[128] = "";
+	int knob, status;
+	pid_t pid;
+
+	/* The knob is init_net's: opened before the test's namespace. */
+	knob = open("/proc/sys/net/kcm/mem", O_RDWR);
+	ASSERT_GE(knob, 0);
+	ASSERT_GT(read(knob, old, sizeof(old) - 1), 0);
+	old[strcspn(old, "\n")] = 0;
+	/* The pool is opened again however the test ends. */
+	pid = fork();
+	ASSERT_GE(pid, 0);
+	if (!pid) {
+		memory_refused(knob, old);
+		fflush(stdout);
+		_exit(kcm_test_failed ? KSFT_FAIL : KSFT_PASS);
+	}
+	status = kcm_wait_child(pid);
+	ASSERT_EQ(pwrite(knob, old, strlen(old), 0), (ssize_t)strlen(old));
+	close(knob);
+	ASSERT_EQ(status, KSFT_PASS);
+}
+
 /* ---- bad parameters ------------------------------------------------- */
 
 TEST_DIFFERS(bad_parameters, NO_KEY_OPT)
