@@ -17,6 +17,7 @@
  *    decrypted records, and its sendmsg() takes MSG_SPLICE_PAGES (6.5):
  *    from then on KCM carries kTLS connections (kcm_tls.c); before, a
  *    TLS socket's read_sock is TCP's, which would read ciphertext.
+ *  - 6.4: memcg_kmem_enabled() is named memcg_kmem_online().
  *  - 6.6: register_net_sysctl_sz() takes the size of the table, which
  *    no longer needs an empty entry at its end (and later may not have
  *    one): KCM's tables keep it, and its size is given without it.
@@ -30,6 +31,7 @@
 #define __KCM_COMPAT_H
 
 #include <linux/bvec.h>
+#include <linux/memcontrol.h>
 #include <linux/net.h>
 #include <linux/socket.h>
 #include <linux/uio.h>
@@ -159,6 +161,19 @@ static inline bool kcm_tls_carried(void)
 #define KCM_MSG_SPLICE_PAGES	0
 
 #endif /* 6.6 */
+
+/*
+ * Are kernel allocations (__GFP_ACCOUNT) charged to memory cgroups?
+ * memcg_kmem_enabled() became memcg_kmem_online() in 6.4.
+ */
+static inline bool kcm_memcg_kmem_on(void)
+{
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 4, 0)
+	return memcg_kmem_online();
+#else
+	return memcg_kmem_enabled();
+#endif
+}
 
 /*
  * Register the @n entries of @table (an empty one follows them) under

@@ -45,7 +45,13 @@ KCM_TEST_MAIN
 #define OVER_LIMIT_MAX	(4 * MIB)
 #define PLEN		1000	/* payload of the messages pushed */
 #define CONNS_MAX	128
-#define TCP_BUF		65536	/* SO_RCVBUF, SO_SNDBUF of the worker's TCP */
+/*
+ * SO_RCVBUF, SO_SNDBUF of the worker's TCP sockets: what TCP queues on
+ * its own for 128 connections fits in what KCM leaves of the cgroup's
+ * limit (2 MB), as an application sizes them for its cgroup.
+ */
+#define TCP_BUF		4096
+#define PEER_BUF	65536	/* the peers' */
 #define NO_MEM		"the distribution module charges nobody for what it holds"
 
 /* ---- memory ----------------------------------------------------------- */
@@ -184,6 +190,24 @@ static void cg_remove(const struct cg *cg)
 		usleep(10000);
 }
 
+/* Pages TCP sockets hold, all namespaces: "mem" of /proc/net/sockstat. */
+static long sockstat_tcp_mem(void)
+{
+	char line[256], *m;
+	long v = -1;
+	FILE *f = fopen("/proc/net/sockstat", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		m = strncmp(line, "TCP:", 4) ? NULL : strstr(line, " mem ");
+		if (m)
+			v = strtol(m + 5, NULL, 10);
+	}
+	fclose(f);
+	return v;
+}
+
 /* ---- /proc/net/kcm_ext ------------------------------------------------ */
 
 /* Sums @key over the kcm_ext lines of @kind ("mem", "mux", "psock"). */
@@ -278,7 +302,7 @@ enum { P_NONE, P_LEN4, P_MORE };	/* the parser of the worker's muxes */
 
 /* What the test asks of the worker. */
 struct cmd {
-	char op;		/* 'a'ttach, 'd'rain, 's'end, 'o'pen, 'c'lose */
+	char op;	/* 'a'ttach, 'd'rain, 's'end, 'o'pen, 'e'xceed, 'c'lose */
 	int n;			/* of 'a': connections */
 	int type;		/* of 'a': SOCK_DGRAM, SOCK_SEQPACKET */
 	int parser;		/* of 'a': P_* */
@@ -420,31 +444,36 @@ static void worker_send(struct worker *wk, struct reply *r)
 
 /*
  * 'o': an open message (no end of record) on each SEQPACKET socket,
- * grown until the socket's send buffer bounds it.
+ * grown to nearly its send buffer, the bound of a message.
  */
 static void worker_open(struct worker *wk, struct reply *r)
 {
-	int i, sndbuf;
+	const size_t chunk = 16384;
 	long long mine;
+	int i, sndbuf;
 	ssize_t n;
 
 	r->bytes = 0;
 	for (i = 0; i < wk->n; i++) {
 		sndbuf = kcm_u_getsockopt_int(wk->kcm[i], SOL_SOCKET,
 					      SO_SNDBUF);
-		mine = 0;
-		for (;;) {
-			n = send(wk->kcm[i], wk->buf, 16384, MSG_DONTWAIT);
-			if (n < 0)
-				break;
-			mine += n;
+		for (mine = 0; mine + chunk <= (size_t)sndbuf; mine += n) {
+			n = send(wk->kcm[i], wk->buf, chunk, MSG_DONTWAIT);
+			ASSERT_EQ(n, (ssize_t)chunk);
 		}
-		/* Bounded by the send buffer, not by memory running out. */
-		ASSERT_EQ(errno, EMSGSIZE);
-		ASSERT_LE(mine, sndbuf);
 		ASSERT_GT(mine, sndbuf / 2);
 		r->bytes += mine;
 	}
+}
+
+/* 'e': each open message outgrows the send buffer: it is dropped. */
+static void worker_overgrow(struct worker *wk)
+{
+	int i;
+
+	for (i = 0; i < wk->n; i++)
+		ASSERT_ERRNO(send(wk->kcm[i], wk->buf, 16384, MSG_DONTWAIT),
+			     EMSGSIZE);
 }
 
 static void worker_close(struct worker *wk)
@@ -490,6 +519,9 @@ static void worker_run(struct worker *wk)
 			break;
 		case 'o':
 			worker_open(wk, &r);
+			break;
+		case 'e':
+			worker_overgrow(wk);
 			break;
 		case 'c':
 			worker_close(wk);
@@ -544,11 +576,14 @@ static long mem_check(const char *what, const struct mem_snap *a,
 	long grew = b->used - a->used;
 	long limited = b->limited - a->limited, peers = b->peers - a->peers;
 
-	TH_LOG("%s: guest used %+.1f MiB; worker %+.1f MiB (sock %+.1f), peers %+.1f MiB; uncharged %+.1f MiB",
-	       what, (double)grew / MIB, (double)limited / MIB,
+	TH_LOG("%s: guest used %+.1f MiB; cgroups: worker %+.1f MiB",
+	       what, (double)grew / MIB, (double)limited / MIB);
+	TH_LOG("  (sock %+.1f MiB), peers %+.1f MiB; uncharged %+.1f MiB",
 	       (double)(b->sock - a->sock) / MIB, (double)peers / MIB,
 	       (double)(grew - limited - peers) / MIB);
 	EXPECT_LE(grew - limited - peers, UNCHARGED_MAX);
+	TH_LOG("  TCP holds %ld pages, KCM %lld", sockstat_tcp_mem(),
+	       ext_sum("mem", "pages"));
 	return limited;
 }
 
@@ -599,6 +634,25 @@ static void test_begin(struct test *t)
 }
 
 /*
+ * A peer, with buffers of a bounded size: what the peers queue stays
+ * well within TCP's memory (tcp_mem) with the worker's.
+ */
+static int peer_connect(const struct sockaddr_in *sin)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (fd < 0)
+		return -1;
+	if (kcm_u_setsockopt_int(fd, SOL_SOCKET, SO_SNDBUF, PEER_BUF) ||
+	    kcm_u_setsockopt_int(fd, SOL_SOCKET, SO_RCVBUF, PEER_BUF) ||
+	    connect(fd, (const struct sockaddr *)sin, sizeof(*sin))) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
  * @n connections to the worker, which attaches each to a KCM socket of
  * @type with @parser; the test's peers, in the order of the worker's.
  */
@@ -617,7 +671,7 @@ static void test_connect(struct test *t, int n, int type, int parser)
 	/* The worker accepts meanwhile: more than the listener's backlog. */
 	ASSERT_EQ(write(t->to_worker, &c, sizeof(c)), sizeof(c));
 	for (i = 0; i < n; i++) {
-		fds[i] = kcm_u_tcp_connect(&sin);
+		fds[i] = peer_connect(&sin);
 		ASSERT_GE(fds[i], 0);
 	}
 	ASSERT_EQ(kcm_u_read_full(t->from_worker, &t->r, sizeof(t->r)), 0);
@@ -827,6 +881,7 @@ TEST_DIFFERS(stalled_peers, NO_MEM)
 	static char buf[65536];
 	struct test t;
 	uint32_t seq;
+	long n;
 	int i;
 
 	alarm(300);
@@ -846,9 +901,10 @@ TEST_DIFFERS(stalled_peers, NO_MEM)
 	test_holding(&t);
 	for (i = 32; i < t.n; i++) {
 		kcm_u_set_timeo(t.peer[i], SO_RCVTIMEO, 20000);
-		for (seq = 0; seq < t.r.sent[i]; seq++)
-			ASSERT_EQ(kcm_u_msg_check(buf, kcm_u_read_msg(t.peer[i],
-						  buf, sizeof(buf))), seq);
+		for (seq = 0; seq < t.r.sent[i]; seq++) {
+			n = kcm_u_read_msg(t.peer[i], buf, sizeof(buf));
+			ASSERT_EQ(kcm_u_msg_check(buf, n), seq);
+		}
 		ASSERT_ERRNO(recv(t.peer[i], buf, sizeof(buf), MSG_DONTWAIT),
 			     EAGAIN);
 	}
@@ -858,12 +914,14 @@ TEST_DIFFERS(stalled_peers, NO_MEM)
 
 /*
  * An open message (no end of record) on each of 32 SEQPACKET sockets,
- * grown until the send buffer bounds it: charged all along.
+ * grown to nearly the send buffer, is charged all along; past the send
+ * buffer it is dropped, and its memory given back.
  */
 TEST_DIFFERS(open_message, NO_MEM)
 {
-	static const struct cmd open_all = { .op = 'o' }, close_all = { .op = 'c' };
-	struct mem_snap a, b;
+	static const struct cmd open_all = { .op = 'o' },
+		exceed = { .op = 'e' }, close_all = { .op = 'c' };
+	struct mem_snap a, b, c;
 	struct test t;
 
 	test_begin(&t);
@@ -873,7 +931,12 @@ TEST_DIFFERS(open_message, NO_MEM)
 	mem_snap(&t, &b);
 	TH_LOG("open messages hold %lld bytes", t.r.bytes);
 	EXPECT_GT(mem_check("32 open messages", &a, &b), t.r.bytes);
+	EXPECT_GT(b.sock - a.sock, t.r.bytes);
 	test_holding(&t);
+	ask(&t, &exceed);
+	mem_snap(&t, &c);
+	mem_check("32 messages too long, dropped", &a, &c);
+	EXPECT_LT(c.sock - a.sock, t.r.bytes / 8);
 	ask(&t, &close_all);
 	test_end(&t, &a);
 }

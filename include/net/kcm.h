@@ -606,6 +606,8 @@ enum {
  *	follows of it is dropped too (kcm_tx_check_size()); under
  *	lock_sock()
  * @tx_frag: where small messages are carved from; under lock_sock()
+ * @tx_frag_page: the page of @tx_frag the socket is charged for, whole
+ *	(@tx_frag_charged bytes); under lock_sock()
  * @tx_offset: bytes of the first queued message written to @tx_psock;
  *	under lock_sock()
  * @tx_sent: bytes written since the socket got @tx_psock; under lock_sock()
@@ -641,6 +643,8 @@ struct kcm_sock {
 	struct sk_buff *tx_partial;
 	bool tx_too_big;
 	struct page_frag_cache tx_frag;
+	struct page *tx_frag_page;
+	unsigned int tx_frag_charged;
 	unsigned int tx_offset;
 	unsigned int tx_sent;
 	unsigned int tx_queued;
