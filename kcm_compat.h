@@ -13,6 +13,9 @@
  *    bvec iterator carries page references both ways.  Tested by version:
  *    Debian's 6.1 defines MSG_SPLICE_PAGES (only to clear it on entry)
  *    while its TCP still ignores it.
+ *  - 6.9: page_frag_cache_drain() gives back a fragment cache's page; from
+ *    6.13 on the cache no longer keeps it in ->va (encoded_page), so only
+ *    that call can.
  *  - 6.10: proto_ops.accept takes a struct proto_accept_arg.
  *  - 6.11: skb_frag_unref() and friends live in <linux/skbuff_ref.h>.
  *  - 6.12: <asm/unaligned.h> became <linux/unaligned.h> (kcm_parser.c and
@@ -149,6 +152,26 @@ static inline int kcm_accept(struct socket *sock, struct socket *newsock,
 }
 
 #endif
+
+/**
+ * kcm_frag_cache_drain() - give back the page of a fragment cache
+ * @nc: a psock's or KCM socket's cache of small-message heads
+ *
+ * Fragments already handed out keep their own page references.
+ *
+ * Context: whatever serialises @nc (the TCP or the KCM socket's lock).
+ */
+static inline void kcm_frag_cache_drain(struct page_frag_cache *nc)
+{
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 9, 0)
+	page_frag_cache_drain(nc);
+#else
+	if (!nc->va)
+		return;
+	__page_frag_cache_drain(virt_to_head_page(nc->va), nc->pagecnt_bias);
+	nc->va = NULL;
+#endif
+}
 
 /*
  * May the bytes of @skb's page fragments be read, and their pages be

@@ -392,22 +392,6 @@ static inline struct sk_buff *kcm_frag_skb(struct page_frag_cache *nc,
 }
 
 /**
- * kcm_frag_cache_drain() - give back the page of a fragment cache
- * @nc: a psock's or KCM socket's cache of small-message heads
- *
- * Fragments already handed out keep their own page references.
- *
- * Context: whatever serialises @nc (the TCP or the KCM socket's lock).
- */
-static inline void kcm_frag_cache_drain(struct page_frag_cache *nc)
-{
-	if (!nc->va)
-		return;
-	__page_frag_cache_drain(virt_to_head_page(nc->va), nc->pagecnt_bias);
-	nc->va = NULL;
-}
-
-/**
  * kcm_psock_of() - the psock a TCP socket is attached as
  * @csk: a TCP socket whose callbacks are KCM's
  *
