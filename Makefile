@@ -43,6 +43,14 @@ KVER := $(shell tools/testing/kver.sh build $(KVER))
 endif
 KDIR = /lib/modules/$(KVER)/build
 endif
+# A kernel of the Debian 13 root (tools/testing/trixie-root.sh) is built
+# inside that root, where KDIR is the same path.  KROOT: that root, empty
+# for this machine's kernels and for a KDIR given (the rig's *-on targets
+# are given both).
+ifeq ($(origin KROOT),undefined)
+KROOT := $(if $(KDIR_GIVEN),,$(if $(KVER),$(shell tools/testing/kver.sh root $(KVER) 2>/dev/null)))
+endif
+IN_ROOT := $(if $(KROOT),tools/testing/trixie-root.sh run)
 # ours | distro | /path/to/kcm.ko: the module the VM tests load
 KCM_MODULE ?= ours
 
@@ -69,12 +77,12 @@ PROFILE_ARGS ?=
 all: modules
 
 modules:
-	@test -d "$(KDIR)" || { echo "kcm: no kernel headers at '$(KDIR)':" \
+	@test -d "$(KROOT)$(KDIR)" || { echo "kcm: no kernel headers at '$(KROOT)$(KDIR)':" \
 		"apt-get install linux-headers-amd64 (or run 'make deps')" >&2; exit 1; }
-	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
+	$(IN_ROOT) $(MAKE) -C $(KDIR) M=$(CURDIR) modules
 
 clean:
-	-$(MAKE) -C $(KDIR) M=$(CURDIR) clean
+	-$(IN_ROOT) $(MAKE) -C $(KDIR) M=$(CURDIR) clean
 	$(MAKE) -C selftests clean
 	$(MAKE) -C tools clean
 	rm -rf $(BUILD)
@@ -83,8 +91,9 @@ deps:
 	tools/deps.sh install
 
 # updates/ is searched by depmod before kernel/: modprobe and the net-pf-41
-# autoload then pick this module over the kernel's own.
-INSTALL_MOD_PATH ?=
+# autoload then pick this module over the kernel's own.  A kernel of the
+# Debian 13 root gets it in that root.
+INSTALL_MOD_PATH ?= $(KROOT)
 MOD_DIR := $(INSTALL_MOD_PATH)/lib/modules/$(KVER)/updates
 DEPMOD := PATH=$$PATH:/sbin:/usr/sbin depmod $(if $(INSTALL_MOD_PATH),-b $(INSTALL_MOD_PATH))
 PREFIX ?= /usr/local
@@ -119,8 +128,8 @@ tools:
 ifeq ($(KCM_MODULE),ours)
 GUEST_KO = $(CURDIR)/kcm.ko
 else ifeq ($(KCM_MODULE),distro)
-GUEST_KO = $(firstword $(wildcard /lib/modules/$(KVER)/kernel/net/kcm/kcm.ko*) \
-	/lib/modules/$(KVER)/kernel/net/kcm/kcm.ko)
+GUEST_KO = $(firstword $(wildcard $(KROOT)/lib/modules/$(KVER)/kernel/net/kcm/kcm.ko*) \
+	$(KROOT)/lib/modules/$(KVER)/kernel/net/kcm/kcm.ko)
 else
 GUEST_KO = $(KCM_MODULE)
 endif
@@ -130,7 +139,8 @@ define rig_kernel
 	+@kver=$$(tools/testing/kver.sh $(2) $(KVER)) || \
 		{ echo "0 passed, 1 failed"; exit 1; }; \
 	$(MAKE) --no-print-directory $(1)-on KVER=$$kver \
-		KDIR=$(or $(KDIR_GIVEN),/lib/modules/$$kver/build)
+		KDIR=$(or $(KDIR_GIVEN),/lib/modules/$$kver/build) \
+		KROOT=$(if $(KDIR_GIVEN),,$$(tools/testing/kver.sh root $$kver 2>/dev/null))
 endef
 
 BUILD_ALL = $(MAKE) --no-print-directory modules selftests tools >$(BUILD).log 2>&1 || \
@@ -193,4 +203,4 @@ lint: deps-check
 	$(call rig_kernel,lint,build)
 
 lint-on:
-	tools/lint.sh --kdir $(KDIR)
+	tools/lint.sh --kdir $(KDIR) $(if $(KROOT),--root $(KROOT)) --kernels
