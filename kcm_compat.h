@@ -20,6 +20,9 @@
  *  - 6.11: skb_frag_unref() and friends live in <linux/skbuff_ref.h>.
  *  - 6.12: <asm/unaligned.h> became <linux/unaligned.h> (kcm_parser.c and
  *    kcm_test.c include this header for it).
+ *  - 6.13: page_frag_alloc() of more than a page fails whenever the
+ *    cache's current page has no room left for it, where it used to take
+ *    a new page (kcm_frag_skb() then drains the cache and asks again).
  */
 
 #ifndef __KCM_COMPAT_H
@@ -152,6 +155,44 @@ static inline int kcm_accept(struct socket *sock, struct socket *newsock,
 }
 
 #endif
+
+/**
+ * kcm_frag_skb() - an empty skb for a small message, head from a page
+ *	fragment cache
+ * @nc: the psock's or KCM socket's cache
+ * @size: room for data
+ * @gfp: allocation flags
+ *
+ * No kmalloc() per message, and (with init_on_alloc) only the bytes used
+ * are ever zeroed, once per page.  The head is a page fragment, so TCP can
+ * take it by reference.
+ *
+ * Context: whatever serialises @nc (the TCP or the KCM socket's lock).
+ * Return: the skb, or NULL.
+ */
+static inline struct sk_buff *kcm_frag_skb(struct page_frag_cache *nc,
+					   unsigned int size, gfp_t gfp)
+{
+	unsigned int fragsz = SKB_DATA_ALIGN(size) +
+			      SKB_DATA_ALIGN(sizeof(struct skb_shared_info));
+	struct sk_buff *skb;
+	void *data;
+
+	data = page_frag_alloc(nc, fragsz, gfp);
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 13, 0)
+	/* more than a page: from a new page when the current one is short */
+	if (!data && fragsz > PAGE_SIZE) {
+		page_frag_cache_drain(nc);
+		data = page_frag_alloc(nc, fragsz, gfp);
+	}
+#endif
+	if (!data)
+		return NULL;
+	skb = build_skb(data, fragsz);
+	if (!skb)
+		skb_free_frag(data);
+	return skb;
+}
 
 /**
  * kcm_frag_cache_drain() - give back the page of a fragment cache
