@@ -13,6 +13,10 @@
  *    bvec iterator carries page references both ways.  Tested by version:
  *    Debian's 6.1 defines MSG_SPLICE_PAGES (only to clear it on entry)
  *    while its TCP still ignores it.
+ *  - 6.6: kTLS gives a TLS socket a proto_ops.read_sock that hands over
+ *    decrypted records, and its sendmsg() takes MSG_SPLICE_PAGES (6.5):
+ *    from then on KCM carries kTLS connections (kcm_tls.c); before, a
+ *    TLS socket's read_sock is TCP's, which would read ciphertext.
  *  - 6.9: page_frag_cache_drain() gives back a fragment cache's page; from
  *    6.13 on the cache no longer keeps it in ->va (encoded_page), so only
  *    that call can.
@@ -136,6 +140,28 @@ static inline ssize_t kcm_sendpage(struct socket *sock, struct page *page,
 }
 
 #endif /* 6.5 */
+
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 6, 0)
+
+/* Context: any.  Can KCM read and write through kTLS on this kernel? */
+static inline bool kcm_tls_carried(void)
+{
+	return true;
+}
+
+#define KCM_MSG_SPLICE_PAGES	MSG_SPLICE_PAGES
+
+#else
+
+static inline bool kcm_tls_carried(void)
+{
+	return false;
+}
+
+/* Never used: kcm_tls_io() gives no KCM_IO_TLS before 6.6. */
+#define KCM_MSG_SPLICE_PAGES	0
+
+#endif /* 6.6 */
 
 #if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 10, 0)
 

@@ -32,8 +32,8 @@ static int kcm_psock_check_type(const struct sock *csk)
 }
 
 /*
- * Context: lock_sock(csk) held.  A socket with an upper layer protocol
- * (kTLS) cannot be carried: KCM reads and writes TCP beneath it.
+ * Context: lock_sock(csk) held.  An upper layer protocol is carried only
+ * where KCM can go through it (kcm_tls.c).
  */
 static int kcm_psock_check_state(struct sock *csk)
 {
@@ -41,14 +41,13 @@ static int kcm_psock_check_state(struct sock *csk)
 	if (csk->sk_state == TCP_LISTEN || csk->sk_state == TCP_CLOSE)
 		return -EOPNOTSUPP;
 
-	if (inet_csk(csk)->icsk_ulp_ops)
-		return -EOPNOTSUPP;
-
-	return 0;
+	return kcm_tls_attach_check(csk);
 }
 
 /*
- * Install the psock as the owner of the TCP socket's receive side.
+ * Install the psock as the owner of the TCP socket's receive side: its
+ * callbacks in the socket, or inside kTLS for a direction kTLS already
+ * carries (kcm_tls.c).
  *
  * Context: lock_sock(csk) held; takes the callback lock.
  * Return: 0, or -EALREADY when another user (a mux, sockmap) owns the
@@ -64,12 +63,7 @@ static int kcm_psock_take_callbacks(struct kcm_psock *psock)
 	if (rcu_access_pointer(__sk_user_data(csk))) {
 		err = -EALREADY;
 	} else {
-		psock->saved_data_ready = csk->sk_data_ready;
-		psock->saved_write_space = csk->sk_write_space;
-		psock->saved_state_change = csk->sk_state_change;
-		csk->sk_data_ready = kcm_psock_data_ready;
-		csk->sk_write_space = kcm_psock_write_space;
-		csk->sk_state_change = kcm_psock_state_change;
+		kcm_tls_hook_callbacks(psock);
 		rcu_assign_sk_user_data(csk, psock);
 	}
 	write_unlock_bh(&csk->sk_callback_lock);
@@ -97,39 +91,48 @@ static void kcm_psock_restore_callbacks(struct kcm_psock *psock)
 	release_sock(csk);
 }
 
-/**
- * kcm_psock_ulp_check() - stop a psock whose TCP socket gained an upper
- *	layer protocol
- * @psock: an attached psock
- *
- * KCM reads and writes the TCP socket beneath any upper layer protocol,
- * which the application may install after the attach (kTLS only needs an
- * established connection): a message would go out in clear and the
- * parser would read ciphertext.  Each read and each write asks first;
- * the first to find one stops the psock for good, both ways, and posts
- * EOPNOTSUPP on the TCP socket.  Installing a ULP takes the socket lock,
- * so none can appear between the check and the read or write it guards.
- *
- * Context: the TCP socket's lock held (lock_sock(), or its spinlock in
- * softirq).
- * Return: 0, or -EOPNOTSUPP when the psock must not touch the socket.
- */
-int kcm_psock_ulp_check(struct kcm_psock *psock)
+/* Context: the TCP socket's lock held.  Stops @psock for good, once. */
+static void kcm_psock_ulp_stop(struct kcm_psock *psock)
 {
 	struct sock *csk = psock->sk;
 
-	lockdep_assert(lockdep_sock_is_held(csk));
-	if (likely(!inet_csk(csk)->icsk_ulp_ops))
-		return 0;
-	if (!psock->ulp_stopped) {
-		WRITE_ONCE(psock->ulp_stopped, true);
-		WRITE_ONCE(psock->rx_stopped, true);
-		kcm_stat_add(&psock->stats.ulp_stops, 1);
-		trace_kcm_psock_ulp(psock);
-		WRITE_ONCE(csk->sk_err, EOPNOTSUPP);
-		sk_error_report(csk);
-	}
-	return -EOPNOTSUPP;
+	if (psock->ulp_stopped)
+		return;
+	WRITE_ONCE(psock->ulp_stopped, true);
+	WRITE_ONCE(psock->rx_stopped, true);
+	kcm_stat_add(&psock->stats.ulp_stops, 1);
+	trace_kcm_psock_ulp(psock);
+	WRITE_ONCE(csk->sk_err, EOPNOTSUPP);
+	sk_error_report(csk);
+}
+
+/**
+ * kcm_psock_io() - how a psock may read or write its TCP socket now
+ * @psock: an attached psock
+ * @tx: the direction: write, or read
+ *
+ * An upper layer protocol can be set up on the socket after the attach
+ * (kTLS only needs an established connection), so each read and each
+ * write asks first: through kTLS, or waiting for its keys (kcm_tls.c).
+ * The first to find a ULP KCM cannot go through stops the psock for
+ * good, both ways, before a byte is read or written beneath it, and
+ * posts EOPNOTSUPP on the TCP socket.  Setting up a ULP takes the
+ * socket's lock, so nothing changes between the answer and the read or
+ * write it guards.
+ *
+ * Context: the TCP socket's lock held (lock_sock(), or its spinlock in
+ * softirq).
+ * Return: an enum kcm_io, or -EOPNOTSUPP.
+ */
+int kcm_psock_io(struct kcm_psock *psock, bool tx)
+{
+	int io;
+
+	lockdep_assert(lockdep_sock_is_held(psock->sk));
+	io = kcm_tls_io(psock->sk, tx);
+	if (unlikely(io < 0))
+		kcm_psock_ulp_stop(psock);
+	return io;
 }
 
 /* Context: process context, may sleep. */
@@ -243,11 +246,13 @@ static int kcm_psock_attach(struct kcm_mux *mux, struct socket *csock,
 	if (!err) {
 		kcm_mux_add_psock(mux, psock);
 		/*
-		 * Frame what arrived before the callback was ours.  What
-		 * arrives from now on calls it (from the backlog too, when
-		 * we release the socket), so an empty queue needs no work.
+		 * Frame what arrived before the callback was ours (and any
+		 * record kTLS holds).  What arrives from now on calls it
+		 * (from the backlog too, when we release the socket), so an
+		 * empty queue needs no work.
 		 */
-		if (!skb_queue_empty(&csk->sk_receive_queue))
+		if (!skb_queue_empty(&csk->sk_receive_queue) ||
+		    inet_csk(csk)->icsk_ulp_ops)
 			kcm_psock_rx_kick(psock);
 	}
 	release_sock(csk);
@@ -267,8 +272,8 @@ static int kcm_psock_attach(struct kcm_mux *mux, struct socket *csock,
  * Context: process context, may sleep.
  * Return: 0; -ENOENT for a bad socket descriptor, -EBADF or -EINVAL for
  * a bad program, -EOPNOTSUPP for a socket that is not a connected TCP
- * socket or has an upper layer protocol (kTLS), -EALREADY when it is
- * attached already, or -ENOMEM.
+ * socket or has an upper layer protocol KCM cannot go through (see
+ * kcm_tls.c), -EALREADY when it is attached already, or -ENOMEM.
  */
 int kcm_attach_ioctl(struct kcm_sock *kcm, const struct kcm_attach *info)
 {

@@ -2050,16 +2050,46 @@ static void kcm_rx_ack_drained(struct sock *csk)
 		icsk->icsk_ack.pending |= ICSK_ACK_PUSHED;
 }
 
+/*
+ * Hand the actor what TCP, or kTLS (@io), has received.
+ *
+ * Context: TCP socket lock held; lock_sock() for kTLS.
+ * Return: 0, or the error that stopped the read.
+ */
+static int kcm_rx_read_sock(struct kcm_psock *psock, int io)
+{
+	read_descriptor_t desc = { .arg.data = psock, .count = 1 };
+	int ret;
+
+	if (io == KCM_IO_TCP) {
+		kcm_rx_ack_drained(psock->sk);
+		tcp_read_sock(psock->sk, &desc, kcm_rx_actor);
+		return desc.error;
+	}
+	ret = kcm_tls_read_sock(psock->sk, &desc, kcm_rx_actor);
+	if (desc.error)
+		return desc.error;
+	/* No record ready, or the end of the stream: nothing to say. */
+	return ret < 0 && ret != -EAGAIN ? ret : 0;
+}
+
 /* Context: TCP socket lock held (softirq with the socket not owned, or
  * process context with lock_sock()).
  */
 static void kcm_rx_read(struct kcm_psock *psock, gfp_t gfp)
 {
-	read_descriptor_t desc = { .arg.data = psock, .count = 1 };
-	int err;
+	int err, io;
 
-	if (READ_ONCE(psock->rx_stopped) || kcm_psock_ulp_check(psock))
+	if (READ_ONCE(psock->rx_stopped))
 		return;
+	io = kcm_psock_io(psock, false);
+	if (io < 0 || io == KCM_IO_WAIT)
+		return;
+	/* kTLS decrypts with the socket owned: in rx_work. */
+	if (io == KCM_IO_TLS && gfp != GFP_KERNEL) {
+		kcm_psock_rx_kick(psock);
+		return;
+	}
 
 	psock->rx_gfp = gfp;
 	if (kcm_rx_buf_get(psock)) {
@@ -2068,20 +2098,19 @@ static void kcm_rx_read(struct kcm_psock *psock, gfp_t gfp)
 	}
 	/* Bytes left over from a pause or a failed allocation come first. */
 	err = kcm_rx_frame(psock);
-	if (!err) {
-		kcm_rx_ack_drained(psock->sk);
-		tcp_read_sock(psock->sk, &desc, kcm_rx_actor);
-		err = desc.error;
-	}
+	if (!err)
+		err = kcm_rx_read_sock(psock, io);
 	kcm_rx_read_end(psock, err);
 }
 
 /**
- * kcm_psock_data_ready() - sk_data_ready of an attached TCP socket
+ * kcm_psock_data_ready() - sk_data_ready of an attached TCP socket, or
+ *	what kTLS calls when a record is ready (kcm_tls.c)
  * @csk: the TCP socket
  *
  * Context: softirq with the socket spinlock held, or process context when
- * a task owns the socket (then framing is left to rx_work).
+ * a task owns the socket (then framing is left to rx_work, as it is for
+ * a socket with a ULP).
  */
 void kcm_psock_data_ready(struct sock *csk)
 {
@@ -2091,7 +2120,8 @@ void kcm_psock_data_ready(struct sock *csk)
 	psock = kcm_psock_of(csk);
 	if (likely(psock) && !READ_ONCE(psock->rx_stopped) &&
 	    !READ_ONCE(psock->rx_paused)) {
-		if (sock_owned_by_user_nocheck(csk))
+		if (sock_owned_by_user_nocheck(csk) ||
+		    inet_csk(csk)->icsk_ulp_ops)
 			kcm_psock_rx_kick(psock);
 		else
 			kcm_rx_read(psock, GFP_ATOMIC);

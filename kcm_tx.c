@@ -739,6 +739,57 @@ struct kcm_tx_vec {
 	size_t len;
 };
 
+/*
+ * A write to a psock's TCP socket: straight to TCP, under its socket
+ * lock, or through kTLS (kcm_tls.c), whose sendmsg() takes that lock
+ * itself.  kcm_tx_io_begin() asks the psock how (kcm_psock_io()).
+ */
+struct kcm_tx_io {
+	struct kcm_psock *psock;
+	int how;
+};
+
+/*
+ * Context: process context; takes lock_sock() of the TCP socket, which
+ * a plain TCP write keeps until kcm_tx_io_end().
+ * Return: 0; -EAGAIN while kTLS has no transmit keys yet (the caller
+ * tries again later); -EOPNOTSUPP when the psock stopped for a ULP.
+ */
+static int kcm_tx_io_begin(struct kcm_tx_io *io, struct kcm_psock *psock)
+{
+	struct sock *csk = psock->sk;
+	int how;
+
+	lock_sock(csk);
+	how = kcm_psock_io(psock, true);
+	if (how != KCM_IO_TCP)
+		release_sock(csk);
+	if (how < 0)
+		return how;
+	io->psock = psock;
+	io->how = how;
+	return how == KCM_IO_WAIT ? -EAGAIN : 0;
+}
+
+/*
+ * Context: between kcm_tx_io_begin() and kcm_tx_io_end().
+ * Return: bytes written (maybe fewer than @len), or a negative errno.
+ */
+static int kcm_tx_io_send(const struct kcm_tx_io *io, struct bio_vec *bv,
+			  unsigned int nr, size_t len, int flags)
+{
+	if (io->how == KCM_IO_TLS)
+		return kcm_tls_send_pages(io->psock->sk, bv, nr, len, flags);
+	return kcm_tcp_send_pages_locked(io->psock->sk, bv, nr, len, flags);
+}
+
+/* Context: after a kcm_tx_io_begin() that returned 0. */
+static void kcm_tx_io_end(const struct kcm_tx_io *io)
+{
+	if (io->how == KCM_IO_TCP)
+		release_sock(io->psock->sk);
+}
+
 /* Context: any.  Appends one segment; false when @v is full. */
 static bool kcm_tx_vec_add(struct kcm_tx_vec *v, struct page *page,
 			   unsigned int off, unsigned int len)
@@ -842,13 +893,13 @@ static int kcm_tx_vec_msg(struct kcm_tx_vec *v, struct sk_buff *head,
 }
 
 /*
- * Write the message @head from *@off on to @csk until it is all written
- * or TCP has no room.  With @more another message follows.
+ * Write the message @head from *@off on through @io until it is all
+ * written or TCP has no room.  With @more another message follows.
  *
- * Context: lock_sock(csk) held.
+ * Context: between kcm_tx_io_begin() and kcm_tx_io_end().
  * Return: 0 when the whole message is written, -EAGAIN, or an errno.
  */
-static int kcm_tx_send_msg(struct sock *csk, struct sk_buff *head,
+static int kcm_tx_send_msg(const struct kcm_tx_io *io, struct sk_buff *head,
 			   unsigned int *off, bool more)
 {
 	/* Filled before use (kcmsock.c, "Stack buffers"). */
@@ -861,10 +912,10 @@ static int kcm_tx_send_msg(struct sock *csk, struct sk_buff *head,
 		n = kcm_tx_vec_msg(&v, head, *off);
 		if (n < 0)
 			return n;
-		ret = kcm_tcp_send_pages_locked(csk, v.bv, v.nr, v.len,
-						MSG_DONTWAIT | MSG_NOSIGNAL |
-						(more || *off + n < head->len ?
-						 MSG_MORE : 0));
+		ret = kcm_tx_io_send(io, v.bv, v.nr, v.len,
+				     MSG_DONTWAIT | MSG_NOSIGNAL |
+				     (more || *off + n < head->len ?
+				      MSG_MORE : 0));
 		if (ret <= 0)
 			return ret ? ret : -EAGAIN;
 		*off += ret;
@@ -970,29 +1021,31 @@ static void kcm_tx_advance(struct kcm_sock *kcm, struct kcm_psock *psock,
  * empty or, at a message boundary, a quantum has been written.
  *
  * Context: lock_sock(kcm) held; takes lock_sock() of the TCP socket.
- * Return: 0, -EAGAIN when TCP is full, or the errno of a failed write;
- * the message that failed is then the first one queued.
+ * Return: 0, -EAGAIN when TCP is full (or kTLS has no keys yet), or the
+ * errno of a failed write; the message that failed is then the first
+ * one queued.
  */
 static int kcm_tx_write(struct kcm_sock *kcm, struct kcm_psock *psock)
 {
 	struct sk_buff_head *queue = &kcm->sk.sk_write_queue;
-	struct sock *csk = psock->sk;
 	/* Filled by kcm_tx_gather() (kcmsock.c, "Stack buffers"). */
 	struct kcm_tx_vec v __uninitialized;
+	struct kcm_tx_io io;
 	bool more;
-	int ret = 0;
+	int ret;
 
-	lock_sock(csk);
-	ret = kcm_psock_ulp_check(psock);
-	while (!ret && !skb_queue_empty(queue) &&
+	ret = kcm_tx_io_begin(&io, psock);
+	if (ret)
+		return ret;
+	while (!skb_queue_empty(queue) &&
 	       kcm_tx_for_psock(skb_peek(queue), psock) &&
 	       (kcm->tx_offset || kcm->tx_sent < KCM_TX_QUANTUM)) {
 		ret = kcm_tx_gather(kcm, psock, &v, &more);
 		if (ret)
 			break;
-		ret = kcm_tcp_send_pages_locked(csk, v.bv, v.nr, v.len,
-						MSG_DONTWAIT | MSG_NOSIGNAL |
-						(more ? MSG_MORE : 0));
+		ret = kcm_tx_io_send(&io, v.bv, v.nr, v.len,
+				     MSG_DONTWAIT | MSG_NOSIGNAL |
+				     (more ? MSG_MORE : 0));
 		if (ret <= 0) {
 			ret = ret ? ret : -EAGAIN;
 			break;
@@ -1002,7 +1055,7 @@ static int kcm_tx_write(struct kcm_sock *kcm, struct kcm_psock *psock)
 		if (ret)
 			break;
 	}
-	release_sock(csk);
+	kcm_tx_io_end(&io);
 	return ret;
 }
 
@@ -1018,7 +1071,7 @@ static void kcm_tx_post_error(struct sock *csk, int err)
 /*
  * A write of @kcm's to @psock failed with @err: stop transmitting on it,
  * tell its TCP socket, and let the psock go.  A psock stopped by an upper
- * layer protocol (kcm_psock_ulp_check()) tells @kcm too: its messages go
+ * layer protocol (kcm_psock_io()) tells @kcm too: its messages go
  * elsewhere, but the application asked for something KCM cannot give.
  *
  * Context: lock_sock(kcm) held; takes mux->lock.
@@ -1212,34 +1265,32 @@ static void kcm_psock_tx_work(struct work_struct *work)
 {
 	struct kcm_psock *psock = container_of(work, struct kcm_psock,
 					       tx_work);
+	struct sk_buff *skb = psock->tx_orphan;
 	struct kcm_mux *mux = psock->mux;
-	struct sock *csk = psock->sk;
-	struct sk_buff *skb;
+	struct kcm_tx_io io;
 	int err;
 
-	lock_sock(csk);
-	skb = psock->tx_orphan;
-	if (!skb) {
-		release_sock(csk);
+	/* Set before the work was queued; only this work clears it. */
+	if (!skb)
 		return;
+	err = kcm_tx_io_begin(&io, psock);
+	if (!err) {
+		err = kcm_tx_send_msg(&io, skb, &psock->tx_orphan_off, false);
+		kcm_tx_io_end(&io);
 	}
-	err = kcm_psock_ulp_check(psock);
-	if (!err)
-		err = kcm_tx_send_msg(csk, skb, &psock->tx_orphan_off, false);
+	if (err == -EAGAIN)
+		return;
 	if (!err) {
 		trace_kcm_tx_sent(psock, NULL, skb->len, 1,
 				  kcm_tx_msg(skb)->retried);
 		kcm_stat_add(&psock->stats.tx_msgs, 1);
 		kcm_stat_add(&psock->stats.tx_bytes, skb->len);
-	} else if (err != -EAGAIN) {
+	} else {
 		trace_kcm_tx_abort(psock, NULL, skb->len, psock->tx_orphan_off,
 				   err, false);
 		kcm_stat_add(&psock->stats.tx_aborts, 1);
-		kcm_tx_post_error(csk, err);
+		kcm_tx_post_error(psock->sk, err);
 	}
-	release_sock(csk);
-	if (err == -EAGAIN)
-		return;
 
 	spin_lock_bh(&mux->lock);
 	psock->tx_orphan = NULL;
@@ -1697,18 +1748,19 @@ static size_t kcm_tx_direct(struct kcm_sock *kcm, struct msghdr *msg,
 	int flags = msg->msg_flags, namelen = msg->msg_namelen, ret;
 	void *name = msg->msg_name;
 	struct kcm_psock *psock;
+	struct kcm_tx_io io;
 	struct sock *csk;
 
 	psock = kcm_tx_reserve(kcm, to);
 	if (IS_ERR_OR_NULL(psock))
 		return 0;
 	csk = psock->sk;
-	lock_sock(csk);
-	ret = kcm_psock_ulp_check(psock);
+	ret = kcm_tx_io_begin(&io, psock);
 	if (ret)
-		goto out;
-	if (sk_stream_wspace(csk) < (int)len) {
-		release_sock(csk);
+		goto done;
+	/* kTLS writes from a copy of ours: the message is queued. */
+	if (io.how != KCM_IO_TCP || sk_stream_wspace(csk) < (int)len) {
+		kcm_tx_io_end(&io);
 		return 0;
 	}
 	/*
@@ -1724,9 +1776,8 @@ static size_t kcm_tx_direct(struct kcm_sock *kcm, struct msghdr *msg,
 	msg->msg_controllen = controllen;
 	msg->msg_name = name;
 	msg->msg_namelen = namelen;
-out:
-	release_sock(csk);
-
+	kcm_tx_io_end(&io);
+done:
 	if (ret == (int)len) {
 		trace_kcm_tx_sent(psock, kcm, len, 1, false);
 		kcm_tx_count(kcm, psock, 1, len);

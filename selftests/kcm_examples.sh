@@ -91,7 +91,7 @@ demo_ok() {
 }
 
 echo "TAP version 13"
-echo "1..7"
+echo "1..8"
 run "prefork_server: 4 workers receive all 300 requests over 3 connections" \
 	"server: 4 workers received 300 of 300 requests" "$SEGMENT" \
 	./prefork_server -w 4 -c 3 -n 300
@@ -101,6 +101,10 @@ run "prefork_server: 8 workers, 1 connection, 1000 requests" \
 run "uring_server: io_uring receives 1000 whole requests over 3 connections" \
 	"server: io_uring received 1000 of 1000 requests, 210700 of 210700 bytes, 1000 replies, 0 bad, 15 receives cancelled" \
 	"$SEGMENT" ./uring_server -q 16 -c 3 -n 1000
+run "tls_server: 4 worker threads serve 300 requests over 3 kernel TLS connections" \
+	"server: 4 workers received 300 of 300 requests over TLS" \
+	"the distro module frames kTLS records it does not decrypt" \
+	./tls_server -w 4 -c 3 -n 300
 run "failover_client: 200 messages survive a connection reset" \
 	"server: phase 2: 100 messages, all on connection" '' \
 	./failover_client -n 200

@@ -12,6 +12,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 #include <linux/kcm.h>	/* this tree's include/uapi first (see Makefile) */
 
@@ -242,6 +243,26 @@ static inline int kcm_tracefs_mount(void)
 	if (!access(KCM_TRACEFS "/trace", F_OK))
 		return 0;
 	return mount("tracefs", KCM_TRACEFS, "tracefs", 0, NULL);
+}
+
+/* Is the running kernel @major.@minor or later? */
+static inline int kcm_kernel_at_least(int major, int minor)
+{
+	struct utsname u;
+	int ma = 0, mi = 0;
+
+	if (uname(&u) || sscanf(u.release, "%d.%d", &ma, &mi) != 2)
+		return 0;
+	return ma > major || (ma == major && mi >= minor);
+}
+
+/*
+ * Does KCM go through kTLS on the running kernel?  From 6.6, where kTLS
+ * hands decrypted records to read_sock; before, KCM refuses it.
+ */
+static inline int kcm_tls_carried(void)
+{
+	return kcm_kernel_at_least(6, 6);
 }
 
 /* Runs the rest of the test in a network namespace of its own. */

@@ -189,6 +189,9 @@ static void help(int status)
 		"            message size above 32 KB, else untouched; scale: %d,\n"
 		"            and SO_SNDBUF of its writers)\n"
 		"  -W SECS   stalled after SECS without progress (3)\n"
+		"  -K        kernel TLS (1.3, AES-GCM-128, a test key) on both\n"
+		"            ends of every connection: every mode reads and\n"
+		"            writes through it\n"
 		"  -v        show every bad message\n"
 		"Prints one line of key=value (scale: one per N); exit 0 ok,\n"
 		"1 bad/lost/stalled, 2 error.\n",
@@ -260,7 +263,7 @@ static void parse_args(int argc, char **argv)
 	};
 	int ch;
 
-	while ((ch = getopt_long(argc, argv, "i:m:P:s:c:d:k:t:w:n:R:G:S:B:T:W:U:vh",
+	while ((ch = getopt_long(argc, argv, "i:m:P:s:c:d:k:t:w:n:R:G:S:B:T:W:U:Kvh",
 				 longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'i':
@@ -318,6 +321,9 @@ static void parse_args(int argc, char **argv)
 			break;
 		case 'v':
 			opt.verbose = true;
+			break;
+		case 'K':
+			opt.ktls = true;
 			break;
 		case 'h':
 			help(0);

@@ -78,6 +78,7 @@ struct options {
 	long tcp_rcvbuf;	/* -1: as the message size needs */
 	double stall;
 	bool verbose;
+	bool ktls;		/* -K: kTLS on both ends of every connection */
 	enum parser parser;
 };
 

@@ -375,6 +375,12 @@ void tcp_pairs(int n)
 		local[i] = accept(l, NULL, NULL);
 		if (local[i] < 0)
 			die_errno("accept");
+		if (opt.ktls &&
+		    (kcm_u_ktls(peer[i], TLS_1_3_VERSION,
+				TLS_CIPHER_AES_GCM_128, 1) ||
+		     kcm_u_ktls(local[i], TLS_1_3_VERSION,
+				TLS_CIPHER_AES_GCM_128, 1)))
+			die_errno("kTLS (TCP_ULP \"tls\", TLS_TX, TLS_RX)");
 	}
 	close(l);
 }

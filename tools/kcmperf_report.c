@@ -95,6 +95,8 @@ void print_common(double secs)
 	       secs);
 	if (opt.impl == IMPL_KCM)
 		printf(" parser=%s", parser_names[opt.parser]);
+	if (opt.ktls)
+		printf(" ktls=1");
 }
 
 /* Before another run in the same process (scale). */

@@ -19,6 +19,8 @@
 #include <net/sock.h>
 #include <linux/kcm.h>
 
+struct bio_vec;
+
 /**
  * struct kcm_msg_stats - message and byte counters of one object
  * @rx_msgs: messages received by the application
@@ -56,7 +58,7 @@ struct kcm_msg_stats {
  * @rx_in_place: small messages framed in TCP's pages, not copied to the
  *	framing buffer (kcm_rx.c)
  * @ulp_stops: times the psock stopped because its TCP socket gained an
- *	upper layer protocol such as kTLS (kcm_psock_ulp_check()); 0 or 1
+ *	upper layer protocol KCM cannot go through (kcm_psock_io()); 0 or 1
  *
  * In the order of /proc/net/kcm_stats, all u64 (see kcm_stats_fold()).
  * Receive counters are written under the TCP socket's lock, @rx_intr,
@@ -293,9 +295,10 @@ struct kcm_parser {
  *	under @mux->lock
  * @tx_gone: the psock is being unattached (so @tx_stopped too): messages
  *	addressed to it fail with ENOENT, not EPIPE; written under @mux->lock
- * @ulp_stopped: the TCP socket gained an upper layer protocol (kTLS):
- *	nothing more is read or written, and messages addressed to it fail
- *	with EOPNOTSUPP; set once under the TCP socket's lock (READ_ONCE)
+ * @ulp_stopped: the TCP socket gained an upper layer protocol KCM cannot
+ *	go through (kcm_psock_io()): nothing more is read or written, and
+ *	messages addressed to it fail with EOPNOTSUPP; set once under the
+ *	TCP socket's lock (READ_ONCE)
  * @tx_orphan: the rest of a message whose KCM socket closed while it was
  *	half written, finished by @tx_work; set under @mux->lock
  * @tx_orphan_off: bytes of @tx_orphan already written
@@ -598,7 +601,15 @@ int kcm_attach_ext_ioctl(struct kcm_sock *kcm,
 			 const struct kcm_attach_ext *info);
 int kcm_unattach_ioctl(struct kcm_sock *kcm, const struct kcm_unattach *info);
 void kcm_mux_unattach_all(struct kcm_mux *mux);
-int kcm_psock_ulp_check(struct kcm_psock *psock);
+
+/* How a psock reads or writes its TCP socket (kcm_psock_io()). */
+enum kcm_io {
+	KCM_IO_TCP,	/* plain TCP */
+	KCM_IO_TLS,	/* through kTLS, which has keys for that direction */
+	KCM_IO_WAIT,	/* kTLS is set up but has no keys for it yet */
+};
+
+int kcm_psock_io(struct kcm_psock *psock, bool tx);
 
 /* kcm_rx.c: framing, delivery and reading */
 void kcm_psock_rx_init(struct kcm_psock *psock);
@@ -647,7 +658,14 @@ static inline int kcm_parse_locked(struct kcm_psock *psock,
 }
 
 /* kcm_tls.c: attached sockets and kernel TLS */
+int kcm_tls_io(const struct sock *csk, bool tx);
+int kcm_tls_attach_check(struct sock *csk);
+void kcm_tls_hook_callbacks(struct kcm_psock *psock);
 void kcm_tls_restore_callbacks(struct kcm_psock *psock);
+int kcm_tls_read_sock(struct sock *csk, read_descriptor_t *desc,
+		      sk_read_actor_t actor);
+int kcm_tls_send_pages(struct sock *csk, struct bio_vec *bv, unsigned int nr,
+		       size_t len, int flags);
 
 /* kcm_conn.c: per-connection addressing (not in upstream) */
 struct kcm_psock *__kcm_mux_psock_by_id(struct kcm_mux *mux, u32 id);

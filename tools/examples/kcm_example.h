@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * What the KCM examples share on top of kcm_util.h (tools/lib/kcm: the
- * message format, the length parser as raw BPF instructions, loopback TCP
- * and the KCM ioctls): ending with a message, the accept-and-attach step
- * of a server, and the plain TCP client that prefork_server and
- * uring_server both serve.  Each example is otherwise complete on its own.
+ * message format, the length parser as raw BPF instructions, loopback TCP,
+ * kernel TLS and the KCM ioctls): ending with a message, the
+ * accept-and-attach step of a server, and the TCP client (kTLS with
+ * ex_ktls) that prefork_server, uring_server and tls_server serve.  Each
+ * example is otherwise complete on its own.
  */
 #ifndef KCM_EXAMPLE_H
 #define KCM_EXAMPLE_H
@@ -30,6 +31,21 @@ static inline void ex_die(const char *what)
 	exit(1);
 }
 
+/*
+ * Set by an example that speaks TLS (tls_server): every connection
+ * ex_connect() makes, and ex_tls() is given, gets kernel TLS both ways
+ * with a fixed test key, where a real program would set the keys its TLS
+ * handshake agreed on.
+ */
+static int ex_ktls;
+
+static inline void ex_tls(int fd)
+{
+	if (ex_ktls && kcm_u_ktls(fd, TLS_1_3_VERSION, TLS_CIPHER_AES_GCM_128,
+				  0x42))
+		ex_die("kTLS (TCP_ULP \"tls\", TLS_TX, TLS_RX)");
+}
+
 /* A loopback TCP listener on any port; the address goes to @sin. */
 static inline int ex_listen(struct sockaddr_in *sin)
 {
@@ -48,6 +64,7 @@ static inline int ex_connect(const struct sockaddr_in *sin)
 	if (fd < 0)
 		ex_die("connect");
 	kcm_u_setsockopt_int(fd, IPPROTO_TCP, TCP_NODELAY, 1);
+	ex_tls(fd);
 	return fd;
 }
 

@@ -43,7 +43,12 @@
 # user-space framer epolling the N receiving ends; in a table of their
 # own with the ratio N=1000 / N=1); scale-rxb (scale-rx with the KCM
 # readers using our batched receive, KCM_RECV_BATCH 64: ours and the
-# user-space framer).  Also known: tx-64.
+# user-space framer); tls-512 and tls-16K (rx over kernel TLS, kcmperf
+# -K: TLS 1.3 AES-GCM-128 on both ends of both connections; ours reads
+# the decrypted stream through kTLS, the user-space framer and raw TCP
+# read the same kTLS sockets with read(); 6.6 and later only, where KCM
+# goes through kTLS; the distribution module does not frame it and does
+# not run).  Also known: tx-64.
 #
 # The distribution module runs with kcmperf's -P distro parser, which
 # reads the message offset that module keeps in skb->cb: the documented
@@ -142,7 +147,7 @@ install_ko() {
 	esac
 }
 
-default_cfgs="rx-64 rxm-64 rxb-64 rxB-64 rxu-64 rx-512 rxb-512 rxB-512 rx-16K rx-256K rr-64 tx-512 txb-64 txb-512 scale-rx scale-rxb scale-tx"
+default_cfgs="rx-64 rxm-64 rxb-64 rxB-64 rxu-64 rx-512 rxb-512 rxB-512 rx-16K rx-256K rr-64 tx-512 txb-64 txb-512 tls-512 tls-16K scale-rx scale-rxb scale-tx"
 all_cfgs="$default_cfgs tx-64"
 cfgs=${only:-$default_cfgs}
 for c in $cfgs; do
@@ -238,6 +243,10 @@ run() {
 		lim=$slimit
 		;;
 	esac
+	case $cfg:$who in
+	# kTLS: the distribution module reads beneath it
+	tls-*:distro) return ;;
+	esac
 	case $who in
 	ours | ours-* | distro)
 		impl=kcm
@@ -284,8 +293,21 @@ run() {
 }
 
 echo "# bench: kernel $(uname -r), $(nproc) CPUs, ${secs}s per run, $rounds rounds"
+# KCM goes through kTLS from 6.6 on
+ktls=0
+case $(uname -r) in
+[0-5].* | 6.[0-5].*) ;;
+*) ktls=1 ;;
+esac
 for cfg in $cfgs; do
 	case $cfg in
+	tls-*)
+		if [ $ktls = 0 ]; then
+			echo "# bench: $cfg: KCM does not go through kTLS before 6.6"
+			continue
+		fi
+		args="-m rx -s ${cfg#tls-} -c 2 -k 2 -K"
+		;;
 	rx-*) args="-m rx -s ${cfg#rx-} -c 2 -k 2" ;;
 	rxm-*) args="-m rx -s ${cfg#rxm-} -c 2 -k 2" ;;
 	rxb-*) args="-m rx -s ${cfg#rxb-} -c 2 -k 2" ;;
@@ -300,6 +322,7 @@ for cfg in $cfgs; do
 	tunes="default tuned"
 	case $cfg in
 	tx-* | txb-*) tunes=default ;; # SO_RCVBUF of a KCM socket plays no part
+	tls-*) tunes=default ;;
 	scale-*) tunes=default ;;
 	esac
 	for tune in $tunes; do

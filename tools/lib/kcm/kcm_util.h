@@ -4,10 +4,10 @@
  *
  * Loopback TCP connections, the KCM ioctls, the length parser loaded as
  * raw eBPF instructions through the bpf() system call (no clang, no
- * libbpf), the test message format, whole reads and writes, a monotonic
- * clock and TCP's counters.  Header only: each program includes it (the Makefiles
- * put this directory on the include path) and gets its own copy of what
- * it calls.
+ * libbpf), kernel TLS with test keys, the test message format, whole
+ * reads and writes, a monotonic clock and TCP's counters.  Header only:
+ * each program includes it (the Makefiles put this directory on the
+ * include path) and gets its own copy of what it calls.
  *
  * No function here prints or exits: each returns -1 (or another negative
  * number where it says so) with errno set, and the caller decides.  Every
@@ -42,6 +42,7 @@
 #include <unistd.h>
 #include <linux/bpf.h>
 #include <linux/kcm.h>
+#include <linux/tls.h>
 
 /* A C library older than KCM has neither. */
 #ifndef AF_KCM
@@ -274,6 +275,72 @@ static inline int kcm_u_parser_len4(void)
 
 	return kcm_u_bpf_load(BPF_PROG_TYPE_SOCKET_FILTER, 0, 0, insns,
 			      ARRAY_SIZE(insns), NULL, 0);
+}
+
+/* ----------------------------------------------------------- kernel TLS */
+
+#ifndef TCP_ULP
+#define TCP_ULP		31
+#endif
+#ifndef SOL_TLS
+#define SOL_TLS		282
+#endif
+
+/* TCP_ULP "tls" on @fd: ENOENT when the kernel has no kTLS. */
+static inline int kcm_u_ktls_ulp(int fd)
+{
+	return setsockopt(fd, IPPROTO_TCP, TCP_ULP, "tls", sizeof("tls"));
+}
+
+/* Bytes of the crypto_info of @cipher, or 0 for one not known here. */
+static inline size_t kcm_u_ktls_info_size(unsigned short cipher)
+{
+	switch (cipher) {
+	case TLS_CIPHER_AES_GCM_128:
+		return sizeof(struct tls12_crypto_info_aes_gcm_128);
+	case TLS_CIPHER_AES_GCM_256:
+		return sizeof(struct tls12_crypto_info_aes_gcm_256);
+	case TLS_CIPHER_AES_CCM_128:
+		return sizeof(struct tls12_crypto_info_aes_ccm_128);
+	case TLS_CIPHER_CHACHA20_POLY1305:
+		return sizeof(struct tls12_crypto_info_chacha20_poly1305);
+	}
+	return 0;
+}
+
+/*
+ * kTLS keys for @dir (TLS_TX or TLS_RX) on @fd, which has the ULP: TLS
+ * @version with @cipher, every secret byte (key, salt, iv, record
+ * number) @key.  A test key, as the kernel's selftests/net/tls.c uses
+ * without a handshake: two ends given the same @key understand each
+ * other.
+ */
+static inline int kcm_u_ktls_key(int fd, int dir, unsigned short version,
+				 unsigned short cipher, unsigned char key)
+{
+	unsigned char ci[64];
+	struct tls_crypto_info *info = (struct tls_crypto_info *)ci;
+	size_t size = kcm_u_ktls_info_size(cipher);
+
+	if (!size || size > sizeof(ci)) {
+		errno = EINVAL;
+		return -1;
+	}
+	memset(ci, key, size);
+	info->version = version;
+	info->cipher_type = cipher;
+	return setsockopt(fd, SOL_TLS, dir, ci, size);
+}
+
+/* kTLS both ways on @fd: the ULP, then kcm_u_ktls_key() each way. */
+static inline int kcm_u_ktls(int fd, unsigned short version,
+			     unsigned short cipher, unsigned char key)
+{
+	if (kcm_u_ktls_ulp(fd) ||
+	    kcm_u_ktls_key(fd, TLS_TX, version, cipher, key) ||
+	    kcm_u_ktls_key(fd, TLS_RX, version, cipher, key))
+		return -1;
+	return 0;
 }
 
 /* ------------------------------------------------------------- messages */
