@@ -13,19 +13,24 @@
 #                   PROFILE_ARGS=... are options of tools/testing/profile.sh
 #   make check-debug the selftests on a KASAN/lockdep/kmemleak kernel built
 #                   from linux-source-6.1 with our net/kcm (cached build;
-#                   DEBUG_LINE=6.12 or 6.12-rt: from linux-source-6.12)
+#                   DEBUG_LINE=6.12 or 6.12-rt: from linux-source-6.12;
+#                   DEBUG_LINE=7.2: from linux-source-7.2 of the Debian 13
+#                   root)
 #   make debug-kernel  only build (or reuse) that kernel and its kcm.ko
-#   make lint       checkpatch --strict, W=1, sparse, kernel-doc, shellcheck
+#   make lint       checkpatch --strict, W=1, sparse, kernel-doc, shellcheck;
+#                   then W=1 against every kernel that has headers
 #   make install    kcm.ko into /lib/modules/KVER/updates/ (INSTALL_MOD_PATH
 #                   prefixes it) then depmod; kcmstat and the kcm(7) man
 #                   page under $(DESTDIR)$(PREFIX).  make uninstall undoes it.
-#   make deps       apt-get install what all of the above needs
+#   make deps       apt-get install what all of the above needs, and make
+#                   the Debian 13 root of the 7.x kernels
 #   make kselftest-tree KSRC=<kernel source>  the selftests into that tree
 #                   as tools/testing/selftests/net/kcm (and our UAPI
 #                   header as its include/uapi/linux/kcm.h)
 
 # The kernel (tools/testing/kver.sh, which prints its choice): KVER=<version>
-# picks one; KDIR=<headers or build tree> builds against any other.  Unset,
+# picks one, of this machine or of the Debian 13 root (KVER=7.3.4+deb13-amd64);
+# KDIR=<headers or build tree> builds against any other.  Unset,
 # a plain build uses the running kernel's headers when they exist, and the
 # rig (check, run, bench, profile) a kernel whose image and headers are
 # both installed.  Those targets install missing packages first and only
@@ -58,7 +63,7 @@ BUILD := $(CURDIR)/.build
 VM := tools/testing/vm/vm.sh
 TIMEOUT ?= 900
 # DEBUG_LINE=6.12: the debug kernel from linux-source-6.12; 6.12-rt: the same
-# with PREEMPT_RT
+# with PREEMPT_RT; 7.2: from linux-source-7.2 (trixie-backports)
 DEBUG_LINE ?= 6.1
 DEBUG := $(BUILD)/debug$(if $(filter-out 6.1,$(DEBUG_LINE)),-$(DEBUG_LINE))
 DEBUG_TIMEOUT ?= 1500
@@ -180,7 +185,7 @@ profile-on:
 
 # The kernel build is cached outside the repo (tools/testing/debug-kernel.sh).
 # DEBUG_LINE=6.12: built from linux-source-6.12 instead of 6.1; 6.12-rt: with
-# PREEMPT_RT as well.
+# PREEMPT_RT as well; 7.2: from linux-source-7.2.
 debug-kernel: deps-check
 	tools/testing/debug-kernel.sh --out $(DEBUG) --line $(DEBUG_LINE)
 
