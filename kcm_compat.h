@@ -17,13 +17,16 @@
  *    decrypted records, and its sendmsg() takes MSG_SPLICE_PAGES (6.5):
  *    from then on KCM carries kTLS connections (kcm_tls.c); before, a
  *    TLS socket's read_sock is TCP's, which would read ciphertext.
+ *  - 6.6: register_net_sysctl_sz() takes the size of the table, which
+ *    no longer needs an empty entry at its end (and later may not have
+ *    one): KCM's tables keep it, and its size is given without it.
  *  - 6.9: page_frag_cache_drain() gives back a fragment cache's page; from
  *    6.13 on the cache no longer keeps it in ->va (encoded_page), so only
  *    that call can.
  *  - 6.10: proto_ops.accept takes a struct proto_accept_arg.
  *  - 6.11: skb_frag_unref() and friends live in <linux/skbuff_ref.h>.
  *  - 6.12: <asm/unaligned.h> became <linux/unaligned.h> (kcm_parser.c and
- *    kcm_test.c include this header for it).
+ *    kcm_strp_test.c include this header for it).
  *  - 6.13: page_frag_alloc() of more than a page fails whenever the
  *    cache's current page has no room left for it, where it used to take
  *    a new page (kcm_frag_skb() then drains the cache and asks again).
@@ -162,6 +165,21 @@ static inline bool kcm_tls_carried(void)
 #define KCM_MSG_SPLICE_PAGES	0
 
 #endif /* 6.6 */
+
+/*
+ * Register the @n entries of @table (an empty one follows them) under
+ * @path of @net's sysctls.  register_net_sysctl_sz(): 6.6.
+ */
+static inline struct ctl_table_header *
+kcm_register_net_sysctl(struct net *net, const char *path,
+			struct ctl_table *table, size_t n)
+{
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 6, 0)
+	return register_net_sysctl_sz(net, path, table, n);
+#else
+	return register_net_sysctl(net, path, table);
+#endif
+}
 
 #if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 10, 0)
 

@@ -26,7 +26,7 @@ struct kcm_mux *kcm_mux_alloc(struct net *net)
 {
 	struct kcm_mux *mux;
 
-	mux = kzalloc(sizeof(*mux), GFP_KERNEL);
+	mux = kzalloc(sizeof(*mux), GFP_KERNEL_ACCOUNT);
 	if (!mux)
 		return NULL;
 
@@ -35,7 +35,7 @@ struct kcm_mux *kcm_mux_alloc(struct net *net)
 	spin_lock_init(&mux->lock);
 	INIT_LIST_HEAD(&mux->socks);
 	INIT_LIST_HEAD(&mux->rx_ready);
-	skb_queue_head_init(&mux->rx_hold);
+	kcm_mux_rx_init(mux);
 	INIT_LIST_HEAD(&mux->psocks);
 	/* Taken under mux->lock, which softirqs take too. */
 	xa_init_flags(&mux->psock_ids, XA_FLAGS_LOCK_BH);

@@ -143,11 +143,11 @@ static struct kcm_psock *kcm_psock_alloc(struct kcm_mux *mux,
 {
 	struct kcm_psock *psock;
 
-	psock = kzalloc(sizeof(*psock), GFP_KERNEL);
+	psock = kzalloc(sizeof(*psock), GFP_KERNEL_ACCOUNT);
 	if (!psock)
 		return NULL;
 
-	kcm_psock_rx_init(psock);
+	kcm_strp_init(psock);
 	psock->mux = mux;
 	psock->sk = csock->sk;
 	psock->file = csock->file;
@@ -166,7 +166,7 @@ static struct kcm_psock *kcm_psock_alloc(struct kcm_mux *mux,
  */
 static void kcm_psock_free(struct kcm_psock *psock)
 {
-	kfree_skb(psock->rx_skb);
+	kfree_skb(psock->strp.buf);
 	kfree_rcu(psock, rcu);
 }
 
@@ -253,7 +253,7 @@ static int kcm_psock_attach(struct kcm_mux *mux, struct socket *csock,
 		 */
 		if (!skb_queue_empty(&csk->sk_receive_queue) ||
 		    inet_csk(csk)->icsk_ulp_ops)
-			kcm_psock_rx_kick(psock);
+			kcm_strp_kick(psock);
 	}
 	release_sock(csk);
 	/* From here on an unattach may free the psock. */
@@ -348,12 +348,12 @@ static void kcm_psock_unattach(struct kcm_psock *psock)
 	__kcm_mux_psock_gone(mux, psock);
 	spin_unlock_bh(&mux->lock);
 
-	cancel_delayed_work_sync(&psock->rx_work);
-	cancel_delayed_work_sync(&psock->rx_timer_work);
-	cancel_delayed_work_sync(&psock->rx_trim_work);
+	cancel_delayed_work_sync(&psock->strp.work);
+	cancel_delayed_work_sync(&psock->strp.timer_work);
+	cancel_delayed_work_sync(&psock->strp.trim_work);
 
 	lock_sock(csk);
-	kcm_psock_rx_flush(psock);
+	kcm_strp_flush(psock);
 	release_sock(csk);
 
 	trace_kcm_psock_unattach(psock);

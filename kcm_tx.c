@@ -112,6 +112,8 @@
 #define KCM_TX_BATCH_WAIT	1
 /* Lone messages up to this size are written straight to TCP. */
 #define KCM_TX_DIRECT_MAX	2048
+/* Longest wait for memory before a send looks again. */
+#define KCM_TX_MEM_RETRY	(HZ / 10)
 
 /* ---- reservation (mux->lock) ------------------------------------------ */
 
@@ -616,6 +618,8 @@ static bool kcm_tx_pack_fits(struct sk_buff *skb, size_t len,
  * from the socket's page fragment cache, so TCP takes it by reference.
  *
  * Context: lock_sock(kcm) held, process context.
+ * Return: the pack, ERR_PTR(-ENOMEM) or ERR_PTR(-ENOBUFS) (its memory
+ * cgroup or net.kcm.mem refused the charge).
  */
 static struct sk_buff *kcm_tx_pack_new(struct kcm_sock *kcm,
 				       const struct kcm_tx_msg *to)
@@ -627,14 +631,18 @@ static struct sk_buff *kcm_tx_pack_new(struct kcm_sock *kcm,
 	skb = kcm_frag_skb(&kcm->tx_frag, lsize + KCM_TX_PACK_ROOM,
 			   GFP_KERNEL);
 	if (!skb)
-		return NULL;
+		return ERR_PTR(-ENOMEM);
+	if (!kcm_mem_tx_charge(&kcm->sk, skb->truesize)) {
+		kfree_skb(skb);
+		return ERR_PTR(-ENOBUFS);
+	}
 	skb_reserve(skb, lsize);
 	txm = kcm_tx_msg(skb);
 	memset(skb->cb, 0, sizeof(skb->cb));
 	txm->conn_id = to->conn_id;
 	txm->directed = to->directed;
 	txm->pack = true;
-	skb_set_owner_w(skb, &kcm->sk);
+	kcm_mem_tx_own(&kcm->sk, skb);
 	return skb;
 }
 
@@ -644,7 +652,7 @@ static struct sk_buff *kcm_tx_pack_new(struct kcm_sock *kcm,
  *
  * Context: lock_sock(kcm) held, process context.
  * Return: 1 when the message is queued so, 0 when it does not go in a
- * pack, or -ENOMEM / -EFAULT with nothing added.
+ * pack, or -ENOMEM / -ENOBUFS / -EFAULT with nothing added.
  */
 static int kcm_tx_pack_add(struct kcm_sock *kcm, struct msghdr *msg,
 			   size_t len, const struct kcm_tx_msg *to)
@@ -660,8 +668,8 @@ static int kcm_tx_pack_add(struct kcm_sock *kcm, struct msghdr *msg,
 		if (!(msg->msg_flags & MSG_BATCH))
 			return 0;
 		skb = kcm_tx_pack_new(kcm, to);
-		if (!skb)
-			return -ENOMEM;
+		if (IS_ERR(skb))
+			return PTR_ERR(skb);
 		fresh = true;
 	}
 	if (!copy_from_iter_full(skb_tail_pointer(skb), len,
@@ -1497,11 +1505,41 @@ static void kcm_tx_link(struct sock *sk, struct sk_buff *head,
 static void kcm_tx_start(struct kcm_sock *kcm, struct sk_buff *head)
 {
 	memset(head->cb, 0, sizeof(head->cb));
-	skb_set_owner_w(head, &kcm->sk);
+	kcm_mem_tx_own(&kcm->sk, head);
 	kcm->tx_partial = head;
 }
 
-/* Context: lock_sock(kcm) held.  @chunks join the message being built. */
+/* Context: any.  The truesize of @chunks. */
+static unsigned int kcm_tx_chunks_size(struct sk_buff_head *chunks)
+{
+	unsigned int size = 0;
+	struct sk_buff *chunk;
+
+	skb_queue_walk(chunks, chunk)
+		size += chunk->truesize;
+	return size;
+}
+
+/*
+ * Charge the socket for @chunks before they join its message
+ * (kcm_mem.c); else they go.
+ *
+ * Context: lock_sock(kcm) held.
+ * Return: 0, or -ENOBUFS when its memory cgroup or net.kcm.mem refused.
+ */
+static int kcm_tx_charge_chunks(struct kcm_sock *kcm,
+				struct sk_buff_head *chunks)
+{
+	if (kcm_mem_tx_charge(&kcm->sk, kcm_tx_chunks_size(chunks)))
+		return 0;
+	__skb_queue_purge(chunks);
+	return -ENOBUFS;
+}
+
+/*
+ * Context: lock_sock(kcm) held.  @chunks, charged to the socket, join the
+ * message being built.
+ */
 static void kcm_tx_add_chunks(struct kcm_sock *kcm, struct sk_buff_head *chunks)
 {
 	struct sk_buff *chunk;
@@ -1515,10 +1553,12 @@ static void kcm_tx_add_chunks(struct kcm_sock *kcm, struct sk_buff_head *chunks)
 }
 
 /*
- * Copy @len bytes from @from into new chunks and add them to the message
- * being built.  On failure nothing is added.
+ * Copy @len bytes from @from into new chunks, charged to the socket, and
+ * add them to the message being built.  On failure nothing is added and
+ * @from is where it was.
  *
  * Context: lock_sock(kcm) held, process context.
+ * Return: 0, -ENOMEM, -ENOBUFS (kcm_tx_charge_chunks()) or -EFAULT.
  */
 static int kcm_tx_copy(struct kcm_sock *kcm, struct iov_iter *from,
 		       size_t len)
@@ -1527,28 +1567,35 @@ static int kcm_tx_copy(struct kcm_sock *kcm, struct iov_iter *from,
 	struct sk_buff *chunk;
 	size_t done = 0;
 	unsigned int n;
+	int err;
 
 	__skb_queue_head_init(&chunks);
 	while (done < len) {
 		n = min_t(size_t, len - done, KCM_TX_CHUNK);
 		chunk = kcm_tx_alloc_chunk(kcm, n);
-		if (!chunk)
-			goto fail_mem;
+		if (!chunk) {
+			__skb_queue_purge(&chunks);
+			return -ENOMEM;
+		}
 		__skb_queue_tail(&chunks, chunk);
-		if (skb_copy_datagram_from_iter(chunk, 0, from, n))
-			goto fail_fault;
 		done += n;
 	}
-
+	err = kcm_tx_charge_chunks(kcm, &chunks);
+	if (err)
+		return err;
+	done = 0;
+	skb_queue_walk(&chunks, chunk) {
+		if (skb_copy_datagram_from_iter(chunk, 0, from, chunk->len)) {
+			kcm_mem_tx_uncharge(&kcm->sk,
+					    kcm_tx_chunks_size(&chunks));
+			__skb_queue_purge(&chunks);
+			iov_iter_revert(from, done);
+			return -EFAULT;
+		}
+		done += chunk->len;
+	}
 	kcm_tx_add_chunks(kcm, &chunks);
 	return 0;
-
-fail_mem:
-	__skb_queue_purge(&chunks);
-	return -ENOMEM;
-fail_fault:
-	__skb_queue_purge(&chunks);
-	return -EFAULT;
 }
 
 /* Context: lock_sock(kcm) held.  The message being built is complete. */
@@ -1656,8 +1703,8 @@ static struct sk_buff *kcm_tx_page_chunk(struct page *page, unsigned int off,
 /*
  * Add references to the @len bytes of the page segments of @from to the
  * message being built, one chunk per page, without copying: what splice()
- * and sendfile() hand a socket.  @from is not advanced on failure, and
- * then nothing is added.
+ * and sendfile() hand a socket, charged to it.  @from is not advanced on
+ * failure (-ENOMEM, -ENOBUFS), and then nothing is added.
  *
  * Context: lock_sock(kcm) held, process context.
  */
@@ -1691,8 +1738,50 @@ static int kcm_tx_splice(struct kcm_sock *kcm, struct iov_iter *from,
 		skip += n;
 		done += n;
 	}
+	if (kcm_tx_charge_chunks(kcm, &chunks))
+		return -ENOBUFS;
 	iov_iter_advance(from, len);
 	kcm_tx_add_chunks(kcm, &chunks);
+	return 0;
+}
+
+/*
+ * Wait a while for memory to charge the socket with: what it has queued
+ * goes out meanwhile and frees some of it, and each message freed wakes
+ * it; memory freed anywhere else wakes nobody, so the wait is short and
+ * the caller tries again.
+ *
+ * Context: lock_sock(kcm) held; dropped while sleeping.
+ * Return: 0 to try again, -EAGAIN once the send timeout is over, or the
+ * socket's error, or -EINTR / -ERESTARTSYS for a signal.
+ */
+static int kcm_tx_wait_mem(struct kcm_sock *kcm, long *timeo)
+{
+	DEFINE_WAIT_FUNC(wait, woken_wake_function);
+	struct sock *sk = &kcm->sk;
+	long t, before;
+
+	kcm_tx_push(kcm);
+	if (sk->sk_err)
+		return sock_error(sk);
+	if (!*timeo)
+		return -EAGAIN;
+	if (signal_pending(current))
+		return sock_intr_errno(*timeo);
+	if (kcm_tx_call_leave(kcm)) {
+		/* Writable meanwhile: write, then look again. */
+		kcm_tx_call_enter(kcm);
+		kcm_tx_push(kcm);
+		return 0;
+	}
+	before = min_t(long, *timeo, KCM_TX_MEM_RETRY);
+	t = before;
+	add_wait_queue(sk_sleep(sk), &wait);
+	sk_wait_event(sk, &t, READ_ONCE(sk->sk_err), &wait);
+	remove_wait_queue(sk_sleep(sk), &wait);
+	kcm_tx_call_enter(kcm);
+	if (*timeo != MAX_SCHEDULE_TIMEOUT)
+		*timeo = max(0L, *timeo - (before - t));
 	return 0;
 }
 
@@ -1703,6 +1792,35 @@ static int kcm_tx_add(struct kcm_sock *kcm, struct msghdr *msg, size_t len,
 	if (splice && iov_iter_is_bvec(&msg->msg_iter))
 		return kcm_tx_splice(kcm, &msg->msg_iter, len);
 	return kcm_tx_copy(kcm, &msg->msg_iter, len);
+}
+
+/*
+ * Add @len bytes of @msg, addressed as @to, to the socket's messages: a
+ * whole small one (@eor) to a pack when it may join one, else to the
+ * message being built.  While the socket cannot be charged for them (its
+ * memory cgroup or net.kcm.mem is at its limit), wait for memory as for
+ * room in the send buffer.
+ *
+ * Context: lock_sock(kcm) held, process context; dropped while waiting.
+ * Return: 1 when packed, 0 when added, or a negative errno with nothing
+ * added.
+ */
+static int kcm_tx_build(struct kcm_sock *kcm, struct msghdr *msg,
+			size_t len, bool eor, bool splice,
+			const struct kcm_tx_msg *to, long *timeo)
+{
+	int err;
+
+	for (;;) {
+		err = eor && !splice ? kcm_tx_pack_add(kcm, msg, len, to) : 0;
+		if (!err)
+			err = kcm_tx_add(kcm, msg, len, splice);
+		if (err != -ENOBUFS)
+			return err;
+		err = kcm_tx_wait_mem(kcm, timeo);
+		if (err)
+			return err;
+	}
 }
 
 /* ---- lone small messages, written straight to TCP ---------------------- */
@@ -1887,13 +2005,11 @@ int kcm_tx_sendmsg(struct socket *sock, struct msghdr *msg, size_t len,
 			goto out;
 		}
 	}
-	if (!err && len && eor && !splice) {
-		err = kcm_tx_pack_add(kcm, msg, len, &to);
+	if (!err && len) {
+		err = kcm_tx_build(kcm, msg, len, eor, splice, &to, &timeo);
 		packed = err > 0;
 		err = min(err, 0);
 	}
-	if (!err && len && !packed)
-		err = kcm_tx_add(kcm, msg, len, splice);
 	if (err) {
 		if (sent)
 			kcm_tx_direct_abort(kcm, len, sent, err);

@@ -185,6 +185,7 @@ static const char *kcm_tcp_state_name(int state)
 static void kcm_ext_header(struct seq_file *seq)
 {
 	seq_puts(seq, "# kcm_ext 1: mux, kcm and psock lines of key=value pairs\n");
+	seq_printf(seq, "mem pages=%ld\n", kcm_mem_pages());
 }
 
 /* Context: the mux lock is held. */
@@ -202,9 +203,10 @@ static void __kcm_ext_mux(struct seq_file *seq, struct kcm_mux *mux)
 		   skb_queue_len(&mux->rx_hold));
 	seq_printf(seq, " rx_msgs=%llu rx_bytes=%llu tx_msgs=%llu tx_bytes=%llu",
 		   tot.rx_msgs, tot.rx_bytes, tot.tx_msgs, tot.tx_bytes);
-	seq_printf(seq, " tx_retries=%llu attach=%llu unattach=%llu unattach_rsvd=%llu rx_ready_drops=%llu tx_dropped=%llu tx_too_big=%llu\n",
+	seq_printf(seq, " tx_retries=%llu attach=%llu unattach=%llu unattach_rsvd=%llu rx_ready_drops=%llu tx_dropped=%llu tx_too_big=%llu rx_mem_short=%llu\n",
 		   m->tx_retries, m->attach, m->unattach, m->unattach_rsvd,
-		   m->rx_ready_drops, m->tx_dropped, m->tx_too_big);
+		   m->rx_ready_drops, m->tx_dropped, m->tx_too_big,
+		   m->rx_mem_short);
 }
 
 /*
@@ -300,10 +302,11 @@ static void __kcm_ext_psock(struct seq_file *seq, struct kcm_psock *psock)
 		seq_printf(seq, " kcm=%u", psock->tx_kcm->index);
 	else
 		seq_puts(seq, " kcm=-");
-	seq_printf(seq, " rx_stopped=%d rx_paused=%d tx_stopped=%d rx_in_place=%llu ulp_stops=%llu\n",
+	seq_printf(seq, " rx_stopped=%d rx_paused=%d tx_stopped=%d rx_in_place=%llu ulp_stops=%llu",
 		   READ_ONCE(psock->rx_stopped), READ_ONCE(psock->rx_paused),
 		   psock->tx_stopped, READ_ONCE(st->rx_in_place),
 		   READ_ONCE(st->ulp_stops));
+	seq_printf(seq, " mem_charged=%u\n", READ_ONCE(psock->strp.charged));
 }
 
 /* Context: seq_file show, the namespace lock is held; takes the mux lock. */

@@ -8,8 +8,10 @@
  *
  * This file: the family, socket ops and module.  The mux life cycle and
  * namespaces (kcm_mux.c), attach/unattach (kcm_psock.c), the message
- * parsers (kcm_parser.c), the receive path (kcm_rx.c), the transmit path
- * (kcm_tx.c) and /proc (kcmproc.c) have files of their own.
+ * parsers (kcm_parser.c), framing (kcm_strp.c), delivery and reading
+ * (kcm_rx.c), the transmit path (kcm_tx.c), per-connection addressing
+ * (kcm_conn.c), kernel TLS beneath psocks (kcm_tls.c) and /proc
+ * (kcmproc.c) have files of their own.
  *
  * Objects
  * -------
@@ -86,8 +88,8 @@
  * Socket creation, ioctl, setsockopt, release, /proc and every write to a
  * TCP socket run in process context (sendmsg or a KCM socket's tx_work).
  * Framing runs in the TCP socket's data_ready softirq when no task owns
- * the TCP socket, else in the psock's rx_work; both hold the TCP socket's
- * lock, which serialises every rx_ field of the psock.  The BPF parser
+ * the TCP socket, else in the psock's work item; both hold the TCP
+ * socket's lock, which serialises the psock's struct kcm_strp.  The BPF parser
  * runs under rcu_read_lock() with migration disabled.  Delivery to KCM
  * sockets happens under the mux lock from either context.  The TCP
  * write_space and state_change callbacks only queue work.
@@ -142,6 +144,7 @@ static struct kcm_sock *kcm_sk_alloc(struct net *net, struct socket *sock,
 	sock->ops = &kcm_ops;
 	sock_init_data(sock, sk);
 	sk->sk_protocol = KCMPROTO_CONNECTED;
+	sk->sk_destruct = kcm_mem_sock_destruct;
 	kcm_sock_tx_init(kcm_sk(sk));
 	return kcm_sk(sk);
 }
@@ -205,6 +208,7 @@ static int kcm_release(struct socket *sock)
 	__skb_queue_purge(&sk->sk_receive_queue);
 	__skb_queue_purge(&sk->sk_write_queue);
 	kcm_rx_sock_free(kcm_sk(sk));
+	kcm_mem_sock_release(sk);
 	release_sock(sk);
 
 	sock->sk = NULL;
@@ -535,13 +539,18 @@ static int __init kcm_init(void)
 {
 	int err;
 
+	kcm_mem_proto_init(&kcm_proto);
 	err = proto_register(&kcm_proto, 1);
 	if (err)
 		return err;
 
-	err = kcm_net_register();
+	err = kcm_mem_sysctl_register();
 	if (err)
 		goto out_proto;
+
+	err = kcm_net_register();
+	if (err)
+		goto out_sysctl;
 
 	err = sock_register(&kcm_family_ops);
 	if (err)
@@ -551,6 +560,8 @@ static int __init kcm_init(void)
 
 out_net:
 	kcm_net_unregister();
+out_sysctl:
+	kcm_mem_sysctl_unregister();
 out_proto:
 	proto_unregister(&kcm_proto);
 	return err;
@@ -560,6 +571,7 @@ static void __exit kcm_exit(void)
 {
 	sock_unregister(PF_KCM);
 	kcm_net_unregister();
+	kcm_mem_sysctl_unregister();
 	proto_unregister(&kcm_proto);
 }
 

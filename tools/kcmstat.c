@@ -387,8 +387,13 @@ static void print_json(const struct snap *s, const struct snap *prev,
 		json_members(s, prev, secs, id, "psock", "connections");
 		putchar('}');
 	}
+	printf("]");
+	for (i = 0; i < s->n; i++)
+		if (!strcmp(s->obj[i].kind, "mem"))
+			printf(",\"mem_pages\":%llu",
+			       obj_num(&s->obj[i], "pages"));
 	/* "totals": {"mux": {...}, "psock": {...}} */
-	printf("],\"totals\":{");
+	printf(",\"totals\":{");
 	for (i = 0; i < s->tot.n; i++) {
 		const struct obj *o = &s->tot.obj[i];
 		size_t j;
@@ -555,6 +560,17 @@ static void table_totals(const struct snap *s, const struct snap *prev,
 	}
 }
 
+/* What KCM sockets hold in all, from the "mem" line of kcm_ext. */
+static void table_mem(const struct snap *s)
+{
+	int i;
+
+	for (i = 0; i < s->n; i++)
+		if (!strcmp(s->obj[i].kind, "mem"))
+			printf("memory: KCM sockets hold %llu pages (net.kcm.mem)\n\n",
+			       obj_num(&s->obj[i], "pages"));
+}
+
 static void print_table(const struct snap *s, const struct snap *prev,
 			double secs)
 {
@@ -570,6 +586,7 @@ static void print_table(const struct snap *s, const struct snap *prev,
 	if (!n)
 		printf("no KCM multiplexors\n");
 	putchar('\n');
+	table_mem(s);
 	table_totals(s, prev, secs);
 }
 

@@ -97,6 +97,8 @@ struct kcm_psock_stats {
  * @tx_dropped: messages dropped unsent when their KCM socket closed
  * @tx_too_big: messages dropped because they outgrew their KCM socket's
  *	send buffer (EMSGSIZE)
+ * @rx_mem_short: times a KCM socket could not be charged for a message
+ *	and left the receive rotation for a while
  *
  * Under the mux lock; all u64.
  */
@@ -108,6 +110,7 @@ struct kcm_mux_stats {
 	u64 rx_ready_drops;
 	u64 tx_dropped;
 	u64 tx_too_big;
+	u64 rx_mem_short;
 };
 
 /* Adds every u64 counter of @src to @dst; @src may be written meanwhile. */
@@ -162,6 +165,7 @@ struct kcm_net {
  * @rx_ready: KCM sockets that can take a message now, in round-robin
  *	order (struct kcm_sock.rx_node)
  * @rx_hold: complete messages that no KCM socket could take yet
+ * @rx_mem_work: lets sockets short of memory take messages again
  * @psocks: attached TCP sockets (struct kcm_psock.mux_node)
  * @psock_ids: the same psocks by index (connection id); an entry is
  *	reserved before its psock takes over the TCP socket and holds the
@@ -194,6 +198,7 @@ struct kcm_mux {
 	unsigned int next_index;
 	struct list_head rx_ready;
 	struct sk_buff_head rx_hold;
+	struct delayed_work rx_mem_work;
 	struct list_head psocks;
 	struct xarray psock_ids;
 	unsigned int npsocks;
@@ -235,6 +240,80 @@ struct kcm_parser {
 #define KCM_RX_PACK_MAX		256
 
 /**
+ * struct kcm_strp - the framing of a psock's TCP stream (kcm_strp.c)
+ * @buf: bytes of the stream not framed yet, message start at data[0]
+ * @view: what the parser runs on when messages are framed in place in
+ *	TCP's page fragments; it holds no page reference
+ * @msg: a large message being assembled once its length is known
+ * @chunk: the last skb of @msg (@msg itself or on its frag_list)
+ * @msg_len: the length of the message starting at @buf or @msg, 0 while
+ *	unknown
+ * @msg_fill: bytes of @msg written so far
+ * @chunk_fill: bytes of @chunk written so far
+ * @copying: @chunk is a chunk being copied into, not a reference
+ * @frag_copies: small pieces of @msg copied into @frag
+ * @last_large: the last message framed was a large one
+ * @seen: bytes the parser was shown when it last asked for more
+ * @start: jiffies when the current message began (assembly timeout)
+ * @timing: a message is incomplete and @start is valid
+ * @batch: messages framed in this read, delivered together at its end
+ * @pack_off: where the small messages framed but not yet packed start in
+ *	@buf's head; they end at @buf->data
+ * @pack_n: number of those messages
+ * @pack_lens: their lengths; while messages are framed in place, the
+ *	lengths of the pack being built there
+ * @buf_shared: packs may reference bytes of @buf's head, so they may not
+ *	be overwritten: the buffer is replaced rather than compacted
+ * @spares: framing buffers used before @buf, oldest first, each reused
+ *	once no pack references it
+ * @spares_low: the fewest unreferenced spares a replacement found since
+ *	@trim_work last ran (UINT_MAX: none was replaced)
+ * @frag: where the heads of small messages, and small copied pieces of
+ *	large ones, are carved from
+ * @gfp: allocation flags of the current framing context
+ * @work: framing in process context
+ * @timer_work: assembly timeout
+ * @trim_work: lets go of spares no pack references
+ * @spares_size: truesize of the skbs on @spares
+ * @charged: bytes charged to the TCP socket for what the psock holds
+ *	(kcm_mem_psock_sync()); read locklessly by /proc
+ * @mem_short: the TCP socket's memory refused to be charged more: no
+ *	reading until it takes the charge; read locklessly by @work
+ *
+ * All of it under the TCP socket's lock.
+ */
+struct kcm_strp {
+	struct sk_buff *buf;
+	struct sk_buff *view;
+	struct sk_buff *msg;
+	struct sk_buff *chunk;
+	unsigned int msg_len;
+	unsigned int msg_fill;
+	unsigned int chunk_fill;
+	bool copying;
+	u8 frag_copies;
+	bool last_large;
+	unsigned int seen;
+	unsigned long start;
+	bool timing;
+	struct sk_buff_head batch;
+	unsigned int pack_off;
+	unsigned int pack_n;
+	u16 pack_lens[KCM_RX_PACK_MAX];
+	bool buf_shared;
+	struct sk_buff_head spares;
+	unsigned int spares_low;
+	struct page_frag_cache frag;
+	gfp_t gfp;
+	struct delayed_work work;
+	struct delayed_work timer_work;
+	struct delayed_work trim_work;
+	unsigned int spares_size;
+	unsigned int charged;
+	bool mem_short;
+};
+
+/**
  * struct kcm_psock - a TCP socket attached to a mux
  * @mux: the mux
  * @sk: the TCP socket
@@ -248,44 +327,11 @@ struct kcm_parser {
  * @saved_data_ready: the TCP socket's callbacks, restored on unattach
  * @saved_write_space: see @saved_data_ready
  * @saved_state_change: see @saved_data_ready
- * @rx_skb: bytes of the stream not framed yet, message start at data[0];
- *	under the TCP socket's lock, like every rx_ field but those marked
- * @rx_view: what the parser runs on when messages are framed in place in
- *	TCP's page fragments; it holds no page reference (kcm_rx.c)
- * @rx_msg: a large message being assembled once its length is known
- * @rx_chunk: the last skb of @rx_msg (@rx_msg itself or on its frag_list)
- * @rx_msg_len: the length of the message starting at @rx_skb or @rx_msg,
- *	0 while unknown
- * @rx_msg_fill: bytes of @rx_msg written so far
- * @rx_chunk_fill: bytes of @rx_chunk written so far
- * @rx_copying: @rx_chunk is a chunk being copied into, not a reference
- * @rx_frag_copies: small pieces of @rx_msg copied into @rx_frag
- * @rx_last_large: the last message framed was a large one
- * @rx_seen: bytes the parser was shown when it last asked for more
- * @rx_start: jiffies when the current message began (assembly timeout)
- * @rx_timing: a message is incomplete and @rx_start is valid
+ * @strp: framing of the stream (kcm_strp.c), under the TCP socket's lock
  * @rx_stopped: no more receiving: error or unattach (READ_ONCE)
  * @rx_paused: too much of our data held on the mux; written under
  *	@mux->lock, read locklessly by the framing code
  * @rx_held: bytes of our messages on @mux->rx_hold; under @mux->lock
- * @rx_batch: messages framed in this read, delivered together at its end
- * @rx_pack_off: where the small messages framed but not yet packed start
- *	in @rx_skb's head; they end at @rx_skb->data
- * @rx_pack_n: number of those messages
- * @rx_pack_lens: their lengths; while messages are framed in place, the
- *	lengths of the pack being built there
- * @rx_buf_shared: packs may reference bytes of @rx_skb's head, so they
- *	may not be overwritten: the buffer is replaced rather than compacted
- * @rx_spares: framing buffers used before @rx_skb, oldest first (at
- *	most KCM_RX_SPARES), each reused once no pack references it
- * @rx_spares_low: the fewest unreferenced spares a replacement found
- *	since rx_trim_work last ran (UINT_MAX: none was replaced)
- * @rx_frag: where the heads of small messages, and small copied pieces
- *	of large ones, are carved from
- * @rx_gfp: allocation flags of the current framing context
- * @rx_work: framing in process context
- * @rx_timer_work: assembly timeout
- * @rx_trim_work: lets go of spares no pack references (kcm_rx.c)
  * @tx_kcm: the KCM socket the psock is reserved to; under @mux->lock
  * @tx_node: entry on @mux->tx_idle; under @mux->lock
  * @tx_direct: KCM sockets waiting for this psock in particular, to send a
@@ -320,34 +366,10 @@ struct kcm_psock {
 	void (*saved_write_space)(struct sock *sk);
 	void (*saved_state_change)(struct sock *sk);
 
-	struct sk_buff *rx_skb;
-	struct sk_buff *rx_view;
-	struct sk_buff *rx_msg;
-	struct sk_buff *rx_chunk;
-	unsigned int rx_msg_len;
-	unsigned int rx_msg_fill;
-	unsigned int rx_chunk_fill;
-	bool rx_copying;
-	u8 rx_frag_copies;
-	bool rx_last_large;
-	unsigned int rx_seen;
-	unsigned long rx_start;
-	bool rx_timing;
+	struct kcm_strp strp;
 	bool rx_stopped;
 	bool rx_paused;
 	unsigned int rx_held;
-	struct sk_buff_head rx_batch;
-	unsigned int rx_pack_off;
-	unsigned int rx_pack_n;
-	u16 rx_pack_lens[KCM_RX_PACK_MAX];
-	bool rx_buf_shared;
-	struct sk_buff_head rx_spares;
-	unsigned int rx_spares_low;
-	struct page_frag_cache rx_frag;
-	gfp_t rx_gfp;
-	struct delayed_work rx_work;
-	struct delayed_work rx_timer_work;
-	struct delayed_work rx_trim_work;
 
 	struct kcm_sock *tx_kcm;
 	struct list_head tx_node;
@@ -497,6 +519,12 @@ enum {
  * @rx_disabled: KCM_RECV_DISABLE; written under lock_sock() and @mux->lock
  * @rx_node: entry on @mux->rx_ready while @rx_ready, under @mux->lock
  * @rx_ready: the socket is in the receive rotation; under @mux->lock
+ * @rx_mem_short: the socket left the rotation because it could not be
+ *	charged for a message; @mux->rx_mem_work lets it try again; under
+ *	@mux->lock
+ * @rx_mem_retried: @mux->rx_mem_work made its memory cgroup reclaim and
+ *	let it try again, and it has not been charged since: the next try
+ *	waits; under @mux->lock
  * @rx_conn_id: KCM_RECV_CONN_ID; READ_ONCE/WRITE_ONCE
  * @rx_batch: KCM_RECV_BATCH, the most messages one read returns (0 and 1:
  *	one); READ_ONCE/WRITE_ONCE
@@ -548,6 +576,8 @@ struct kcm_sock {
 	bool rx_disabled;
 	struct list_head rx_node;
 	bool rx_ready;
+	bool rx_mem_short;
+	bool rx_mem_retried;
 	bool rx_conn_id;
 	unsigned int rx_batch;
 	u32 *rx_ents;
@@ -611,11 +641,15 @@ enum kcm_io {
 
 int kcm_psock_io(struct kcm_psock *psock, bool tx);
 
-/* kcm_rx.c: framing, delivery and reading */
-void kcm_psock_rx_init(struct kcm_psock *psock);
+/* kcm_strp.c: framing the stream of a psock */
+void kcm_strp_init(struct kcm_psock *psock);
 void kcm_psock_data_ready(struct sock *csk);
-void kcm_psock_rx_kick(struct kcm_psock *psock);
-void kcm_psock_rx_flush(struct kcm_psock *psock);
+void kcm_strp_kick(struct kcm_psock *psock);
+void kcm_strp_flush(struct kcm_psock *psock);
+
+/* kcm_rx.c: delivery and reading */
+void kcm_rx_deliver(struct kcm_psock *psock, struct sk_buff_head *msgs);
+void __kcm_rx_unhold(struct kcm_mux *mux, struct sk_buff *skb);
 void __kcm_mux_psock_gone(struct kcm_mux *mux, struct kcm_psock *psock);
 void __kcm_rx_join(struct kcm_sock *kcm);
 void __kcm_rx_remove(struct kcm_sock *kcm);
@@ -626,6 +660,7 @@ int kcm_recvmsg(struct socket *sock, struct msghdr *msg, size_t len,
 		int flags);
 void kcm_rx_sock_free(struct kcm_sock *kcm);
 unsigned int kcm_rx_queued(struct sock *sk);
+void kcm_mux_rx_init(struct kcm_mux *mux);
 void kcm_mux_rx_purge(struct kcm_mux *mux);
 
 /* kcm_parser.c: message parsers (the extended ones not in upstream) */
@@ -694,6 +729,20 @@ void kcm_tx_sock_flush_work(struct kcm_sock *kcm);
 int kcm_sendmsg(struct socket *sock, struct msghdr *msg, size_t len);
 int kcm_tx_sendmsg(struct socket *sock, struct msghdr *msg, size_t len,
 		   bool splice);
+
+/* kcm_mem.c: memory accounting */
+void kcm_mem_proto_init(struct proto *prot);
+int kcm_mem_sysctl_register(void);
+void kcm_mem_sysctl_unregister(void);
+long kcm_mem_pages(void);
+bool kcm_mem_rx_charge(struct sock *sk, struct sk_buff *skb);
+bool kcm_mem_tx_charge(struct sock *sk, unsigned int size);
+void kcm_mem_tx_uncharge(struct sock *sk, unsigned int size);
+void kcm_mem_tx_own(struct sock *sk, struct sk_buff *skb);
+void kcm_mem_sock_release(struct sock *sk);
+void kcm_mem_sock_destruct(struct sock *sk);
+bool kcm_mem_psock_sync(struct kcm_psock *psock, unsigned int held);
+bool kcm_mem_reclaim(struct sock *sk, unsigned int size);
 
 /* kcmproc.c: /proc/net/kcm, /proc/net/kcm_stats and /proc/net/kcm_ext */
 #ifdef CONFIG_PROC_FS

@@ -231,7 +231,7 @@ TRACE_EVENT(kcm_rx_bad_len,
 	    TP_fast_assign(__entry->mux = psock->mux->id;
 			   __entry->psock = psock->index;
 			   __entry->len = len;
-			   __entry->seen = psock->rx_seen;
+			   __entry->seen = psock->strp.seen;
 	    ),
 	    TP_printk("mux=%u psock=%u len=%u seen=%u",
 		      __entry->mux, __entry->psock, __entry->len,
@@ -271,9 +271,9 @@ TRACE_EVENT(kcm_rx_timeout,
 	    ),
 	    TP_fast_assign(__entry->mux = psock->mux->id;
 			   __entry->psock = psock->index;
-			   __entry->len = psock->rx_msg_len;
+			   __entry->len = psock->strp.msg_len;
 			   __entry->msecs =
-				jiffies_to_msecs(jiffies - psock->rx_start);
+				jiffies_to_msecs(jiffies - psock->strp.start);
 	    ),
 	    TP_printk("mux=%u psock=%u len=%u msecs=%u",
 		      __entry->mux, __entry->psock, __entry->len,

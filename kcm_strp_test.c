@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * KUnit tests of the KCM receive path: the framing engine fed with
- * hand-made TCP skbs (every split of a stream, offsets, zero-length
- * reads, lengths at and beyond the limits, parser errors, timeouts), the
- * memory charged per message, and the choice of receiving socket.
+ * KUnit tests of the framing of a psock's stream (kcm_strp.c), fed with
+ * hand-made TCP skbs: every split of a stream, offsets, zero-length
+ * reads, lengths at and beyond the limits, parser errors, timeouts, the
+ * memory charged per message, packs and the reuse of framing buffers.
  *
- * Included at the end of kcm_rx.c when CONFIG_AF_KCM_KUNIT_TEST is set,
+ * Included at the end of kcm_strp.c when CONFIG_AF_KCM_KUNIT_TEST is set,
  * so that it sees the engine's static functions.  The psock under test
  * has a real (unconnected) kernel TCP socket and a classic BPF parser;
  * with no KCM socket on its mux, framed messages wait on mux->rx_hold,
@@ -54,13 +54,13 @@ static struct kcm_kt *kcm_kt_setup(struct kunit *test,
 	KUNIT_ASSERT_NOT_NULL(test, kt->mux);
 	kt->psock = kzalloc(sizeof(*kt->psock), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, kt->psock);
-	kcm_psock_rx_init(kt->psock);
+	kcm_strp_init(kt->psock);
 	kt->psock->mux = kt->mux;
 	kt->psock->sk = kt->tcp->sk;
 	kt->psock->prog = kt->prog;
-	kt->psock->rx_gfp = GFP_KERNEL;
-	/* What kcm_rx_read() does before its first bytes. */
-	KUNIT_ASSERT_EQ(test, kcm_rx_buf_get(kt->psock), 0);
+	kt->psock->strp.gfp = GFP_KERNEL;
+	/* What kcm_strp_read() does before its first bytes. */
+	KUNIT_ASSERT_EQ(test, kcm_strp_buf_get(kt->psock), 0);
 	return kt;
 }
 
@@ -69,11 +69,11 @@ static void kcm_kt_teardown(struct kcm_kt *kt)
 	struct sock *csk = kt->tcp->sk;
 
 	kfree_skb(kt->cur);
-	cancel_delayed_work_sync(&kt->psock->rx_work);
-	cancel_delayed_work_sync(&kt->psock->rx_timer_work);
-	cancel_delayed_work_sync(&kt->psock->rx_trim_work);
+	cancel_delayed_work_sync(&kt->psock->strp.work);
+	cancel_delayed_work_sync(&kt->psock->strp.timer_work);
+	cancel_delayed_work_sync(&kt->psock->strp.trim_work);
 	lock_sock(csk);
-	kcm_psock_rx_flush(kt->psock);
+	kcm_strp_flush(kt->psock);
 	release_sock(csk);
 	spin_lock_bh(&kt->mux->lock);
 	__kcm_mux_psock_gone(kt->mux, kt->psock);
@@ -97,8 +97,8 @@ static int kcm_kt_read(struct kcm_kt *kt, struct sk_buff *skb,
 
 	/* As tcp_read_sock() callers do; rx_trim_work may run meanwhile. */
 	lock_sock(kt->tcp->sk);
-	used = kcm_rx_actor(&desc, skb, off, len);
-	kcm_rx_read_end(kt->psock, desc.error);
+	used = kcm_strp_actor(&desc, skb, off, len);
+	kcm_strp_read_end(kt->psock, desc.error);
 	release_sock(kt->tcp->sk);
 	kfree_skb(skb);
 	return desc.error ? desc.error : used;
@@ -263,17 +263,17 @@ static void kcm_kt_buffer_on_first_bytes(struct kunit *test)
 	struct sk_buff *buf;
 
 	KUNIT_ASSERT_NOT_NULL(test, psock);
-	kcm_psock_rx_init(psock);
-	KUNIT_EXPECT_PTR_EQ(test, psock->rx_skb, NULL);
-	psock->rx_gfp = GFP_KERNEL;
-	KUNIT_ASSERT_EQ(test, kcm_rx_buf_get(psock), 0);
-	buf = psock->rx_skb;
+	kcm_strp_init(psock);
+	KUNIT_EXPECT_PTR_EQ(test, psock->strp.buf, NULL);
+	psock->strp.gfp = GFP_KERNEL;
+	KUNIT_ASSERT_EQ(test, kcm_strp_buf_get(psock), 0);
+	buf = psock->strp.buf;
 	KUNIT_ASSERT_NOT_NULL(test, buf);
 	KUNIT_EXPECT_EQ(test, buf->len, 0);
-	KUNIT_EXPECT_GE(test, skb_tailroom(buf), (int)KCM_RX_BUF);
+	KUNIT_EXPECT_GE(test, skb_tailroom(buf), (int)KCM_STRP_BUF);
 	/* Later reads keep it. */
-	KUNIT_EXPECT_EQ(test, kcm_rx_buf_get(psock), 0);
-	KUNIT_EXPECT_PTR_EQ(test, psock->rx_skb, buf);
+	KUNIT_EXPECT_EQ(test, kcm_strp_buf_get(psock), 0);
+	KUNIT_EXPECT_PTR_EQ(test, psock->strp.buf, buf);
 	kfree_skb(buf);
 }
 
@@ -285,7 +285,7 @@ static void kcm_kt_zero_length_read(struct kunit *test)
 	size_t len = kcm_kt_msg(msg, 4, 9);
 
 	KUNIT_EXPECT_EQ(test, kcm_kt_feed(kt, msg, 0, 0), 0);
-	KUNIT_EXPECT_EQ(test, kt->psock->rx_skb->len, 0);
+	KUNIT_EXPECT_EQ(test, kt->psock->strp.buf->len, 0);
 	KUNIT_EXPECT_EQ(test, kcm_kt_feed(kt, msg, len, 0), (int)len);
 	kcm_kt_expect(test, kt, msg, &len, 1);
 	kcm_kt_teardown(kt);
@@ -302,7 +302,7 @@ static void kcm_kt_length_limits(struct kunit *test)
 	put_unaligned_be32(rcvbuf - 4, hdr);
 	KUNIT_EXPECT_EQ(test, kcm_kt_feed(kt, hdr, 4, 0), 4);
 	KUNIT_EXPECT_FALSE(test, kt->psock->rx_stopped);
-	KUNIT_EXPECT_NOT_NULL(test, kt->psock->rx_msg);
+	KUNIT_EXPECT_NOT_NULL(test, kt->psock->strp.msg);
 	kcm_kt_teardown(kt);
 
 	kt = kcm_kt_setup(test, kcm_kt_len4, ARRAY_SIZE(kcm_kt_len4));
@@ -516,7 +516,7 @@ static void kcm_kt_large_by_reference(struct kunit *test)
  * Small messages in paged TCP skbs are framed in place across every
  * fragment and skb boundary (headers cut by fragments too), and come out
  * byte exact after the TCP skbs are gone; from shared pages, or from
- * skbs with less than KCM_RX_REF_MIN bytes in pages, they are copied.
+ * skbs with less than KCM_STRP_REF_MIN bytes in pages, they are copied.
  */
 static void kcm_kt_in_place(struct kunit *test)
 {
@@ -651,7 +651,7 @@ static void kcm_kt_packs_and_buffer_reuse(struct kunit *test)
 	}
 	for (round = 0; round < 2; round++) {
 		nspares = 0;
-		skb_queue_walk(&kt->psock->rx_spares, buf)
+		skb_queue_walk(&kt->psock->strp.spares, buf)
 			if (nspares < ARRAY_SIZE(spares))
 				spares[nspares++] = buf;
 		reused = false;
@@ -661,15 +661,15 @@ static void kcm_kt_packs_and_buffer_reuse(struct kunit *test)
 							  step, off % 5),
 					(int)step);
 			reused |= kcm_kt_buf_in(spares, nspares,
-						kt->psock->rx_skb);
+						kt->psock->strp.buf);
 		}
 		/* The stream is several buffers long: they were replaced. */
-		KUNIT_EXPECT_GT(test, n, 3 * KCM_RX_BUF);
-		KUNIT_EXPECT_GT(test, skb_queue_len(&kt->psock->rx_spares), 0);
+		KUNIT_EXPECT_GT(test, n, 3 * KCM_STRP_BUF);
+		KUNIT_EXPECT_GT(test, skb_queue_len(&kt->psock->strp.spares), 0);
 		/* The spare nothing referenced any more came back first. */
 		KUNIT_EXPECT_EQ(test, reused, round > 0);
 		kcm_kt_expect(test, kt, stream, lens, 1200);
-		KUNIT_EXPECT_TRUE(test, kcm_rx_buf_private(kt->psock));
+		KUNIT_EXPECT_TRUE(test, kcm_strp_buf_private(kt->psock));
 	}
 	kcm_kt_teardown(kt);
 }
@@ -689,7 +689,7 @@ static bool kcm_kt_feed_all(struct kunit *test, struct kcm_kt *kt,
 		step = min_t(size_t, n - off, 1000);
 		KUNIT_EXPECT_EQ(test, kcm_kt_feed(kt, stream + off, step, 0),
 				(int)step);
-		seen |= kcm_kt_buf_in(set, nset, kt->psock->rx_skb);
+		seen |= kcm_kt_buf_in(set, nset, kt->psock->strp.buf);
 	}
 	return seen;
 }
@@ -704,7 +704,7 @@ static void kcm_kt_spares_reused(struct kunit *test)
 {
 	struct kcm_kt *kt = kcm_kt_setup(test, kcm_kt_len4,
 					 ARRAY_SIZE(kcm_kt_len4));
-	struct sk_buff_head *spares = &kt->psock->rx_spares;
+	struct sk_buff_head *spares = &kt->psock->strp.spares;
 	struct sk_buff *set[8], *buf;
 	static size_t lens[2400];
 	size_t n = 0, skipped = 0;
@@ -724,13 +724,13 @@ static void kcm_kt_spares_reused(struct kunit *test)
 	kcm_kt_feed_all(test, kt, stream, n, set, 0);
 	/* Nothing read yet: every filled buffer is kept, and referenced. */
 	KUNIT_ASSERT_GE(test, skb_queue_len(spares), 3);
-	KUNIT_EXPECT_TRUE(test, delayed_work_pending(&kt->psock->rx_trim_work));
+	KUNIT_EXPECT_TRUE(test, delayed_work_pending(&kt->psock->strp.trim_work));
 	KUNIT_ASSERT_LE(test, skb_queue_len(spares), ARRAY_SIZE(set));
 	skb_queue_walk(spares, buf)
 		set[nset++] = buf;
 
 	/* Read the first two buffers' worth (and a bit). */
-	for (i = 0; skipped <= 2 * KCM_RX_BUF; i++) {
+	for (i = 0; skipped <= 2 * KCM_STRP_BUF; i++) {
 		buf = kcm_kt_next(kt);
 		KUNIT_ASSERT_NOT_NULL(test, buf);
 		KUNIT_ASSERT_EQ(test, kcm_rx_cur_len(buf), lens[i]);
@@ -740,7 +740,7 @@ static void kcm_kt_spares_reused(struct kunit *test)
 	KUNIT_EXPECT_TRUE(test, kcm_kt_feed_all(test, kt, stream, n,
 						set, nset));
 	/* No rx_trim_work from here on but the runs below. */
-	cancel_delayed_work_sync(&kt->psock->rx_trim_work);
+	cancel_delayed_work_sync(&kt->psock->strp.trim_work);
 	/* The rest of the first stream, then the second, in order. */
 	kcm_kt_expect(test, kt, stream + skipped, lens + i, 2400 - i);
 
@@ -748,56 +748,21 @@ static void kcm_kt_spares_reused(struct kunit *test)
 	left = skb_queue_len(spares);
 	KUNIT_ASSERT_GE(test, left, 3);
 	/* Busy, and some replacement found no unreferenced spare: keep. */
-	kt->psock->rx_spares_low = 0;
-	kcm_rx_trim_work(&kt->psock->rx_trim_work.work);
+	kt->psock->strp.spares_low = 0;
+	kcm_strp_trim_work(&kt->psock->strp.trim_work.work);
 	KUNIT_EXPECT_EQ(test, skb_queue_len(spares), left);
 	/* Busy, and each found two at least: one was never needed. */
-	cancel_delayed_work_sync(&kt->psock->rx_trim_work);
-	kt->psock->rx_spares_low = 2;
-	kcm_rx_trim_work(&kt->psock->rx_trim_work.work);
+	cancel_delayed_work_sync(&kt->psock->strp.trim_work);
+	kt->psock->strp.spares_low = 2;
+	kcm_strp_trim_work(&kt->psock->strp.trim_work.work);
 	KUNIT_EXPECT_EQ(test, skb_queue_len(spares), left - 1);
 	/* Quiet (nothing replaced since): one spare stays. */
-	cancel_delayed_work_sync(&kt->psock->rx_trim_work);
-	kcm_rx_trim_work(&kt->psock->rx_trim_work.work);
+	cancel_delayed_work_sync(&kt->psock->strp.trim_work);
+	kcm_strp_trim_work(&kt->psock->strp.trim_work.work);
 	KUNIT_EXPECT_EQ(test, skb_queue_len(spares), 1);
 	KUNIT_EXPECT_FALSE(test,
-			   delayed_work_pending(&kt->psock->rx_trim_work));
+			   delayed_work_pending(&kt->psock->strp.trim_work));
 	kcm_kt_teardown(kt);
-}
-
-/* Round robin over sockets with room; a full socket leaves the turn. */
-static void kcm_kt_pick(struct kunit *test)
-{
-	struct kcm_mux *mux = kcm_mux_alloc(&init_net);
-	struct kcm_sock *a, *b;
-
-	KUNIT_ASSERT_NOT_NULL(test, mux);
-	a = kunit_kzalloc(test, sizeof(*a), GFP_KERNEL);
-	b = kunit_kzalloc(test, sizeof(*b), GFP_KERNEL);
-	KUNIT_ASSERT_TRUE(test, a && b);
-	a->mux = mux;
-	b->mux = mux;
-	a->sk.sk_rcvbuf = 1000;
-	b->sk.sk_rcvbuf = 1000;
-
-	spin_lock_bh(&mux->lock);
-	list_add_tail(&a->rx_node, &mux->rx_ready);
-	a->rx_ready = true;
-	list_add_tail(&b->rx_node, &mux->rx_ready);
-	b->rx_ready = true;
-	KUNIT_EXPECT_PTR_EQ(test, __kcm_rx_pick(mux), a);
-	KUNIT_EXPECT_PTR_EQ(test, __kcm_rx_pick(mux), b);
-	KUNIT_EXPECT_PTR_EQ(test, __kcm_rx_pick(mux), a);
-	atomic_set(&b->sk.sk_rmem_alloc, 1000);
-	KUNIT_EXPECT_PTR_EQ(test, __kcm_rx_pick(mux), a);
-	KUNIT_EXPECT_FALSE(test, b->rx_ready);
-	atomic_set(&a->sk.sk_rmem_alloc, 999);
-	KUNIT_EXPECT_PTR_EQ(test, __kcm_rx_pick(mux), a);
-	atomic_set(&a->sk.sk_rmem_alloc, 1000);
-	KUNIT_EXPECT_NULL(test, __kcm_rx_pick(mux));
-	KUNIT_EXPECT_TRUE(test, list_empty(&mux->rx_ready));
-	spin_unlock_bh(&mux->lock);
-	kcm_mux_free(mux);
 }
 
 /* Builds: one filler byte, a 2-byte little-endian payload length, payload. */
@@ -848,7 +813,7 @@ static void kcm_kt_lenfield(struct kunit *test)
 /*
  * One read of many small messages, a large one, two more small ones and a
  * length over SO_RCVBUF: the small ones are framed in runs under one
- * parser section (kcm_rx_parse()), a full pack is handed over and a new
+ * parser section (kcm_strp_parse()), a full pack is handed over and a new
  * one started, and the error stops the psock only after every message
  * before it came out whole and in order.
  */
@@ -904,7 +869,7 @@ static void kcm_kt_parse_run(struct kunit *test)
 	kcm_kt_teardown(kt);
 }
 
-static struct kunit_case kcm_rx_test_cases[] = {
+static struct kunit_case kcm_strp_test_cases[] = {
 	KUNIT_CASE(kcm_kt_every_split),
 	KUNIT_CASE(kcm_kt_bytewise_and_coalesced),
 	KUNIT_CASE(kcm_kt_buffer_on_first_bytes),
@@ -920,14 +885,13 @@ static struct kunit_case kcm_rx_test_cases[] = {
 	KUNIT_CASE(kcm_kt_small_message_charge),
 	KUNIT_CASE(kcm_kt_packs_and_buffer_reuse),
 	KUNIT_CASE(kcm_kt_spares_reused),
-	KUNIT_CASE(kcm_kt_pick),
 	KUNIT_CASE(kcm_kt_lenfield),
 	{}
 };
 
-static struct kunit_suite kcm_rx_test_suite = {
-	.name = "kcm_rx",
-	.test_cases = kcm_rx_test_cases,
+static struct kunit_suite kcm_strp_test_suite = {
+	.name = "kcm_strp",
+	.test_cases = kcm_strp_test_cases,
 };
 
-kunit_test_suite(kcm_rx_test_suite);
+kunit_test_suite(kcm_strp_test_suite);
