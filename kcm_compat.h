@@ -29,7 +29,9 @@
  *    kcm_strp_test.c include this header for it).
  *  - 6.13: page_frag_alloc() of more than a page fails whenever the
  *    cache's current page has no room left for it, where it used to take
- *    a new page (kcm_frag_skb() then drains the cache and asks again).
+ *    a new page (kcm_frag_skb() then drains the cache and asks again);
+ *    the cache's page is ->encoded_page, not ->va
+ *    (kcm_frag_cache_has_page()).
  */
 
 #ifndef __KCM_COMPAT_H
@@ -236,6 +238,20 @@ static inline struct sk_buff *kcm_frag_skb(struct page_frag_cache *nc,
 	if (!skb)
 		skb_free_frag(data);
 	return skb;
+}
+
+/*
+ * Does fragment cache @nc hold a page (charged whole while it does)?
+ * Context: whatever serialises @nc.  6.13 keeps the page encoded with
+ * its order in ->encoded_page, no longer at ->va.
+ */
+static inline bool kcm_frag_cache_has_page(const struct page_frag_cache *nc)
+{
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 13, 0)
+	return nc->encoded_page;
+#else
+	return nc->va;
+#endif
 }
 
 /**
