@@ -215,7 +215,7 @@ static void __kcm_ext_mux(struct seq_file *seq, struct kcm_mux *mux)
  * needs after sock_orphan() to leave the mux, so a struct socket seen here
  * stays allocated until the lock is dropped.
  */
-static unsigned long __kcm_ext_sock_ino(struct kcm_sock *kcm)
+static u64 __kcm_ext_sock_ino(struct kcm_sock *kcm)
 {
 	struct socket *sock = READ_ONCE(kcm->sk.sk_socket);
 
@@ -229,7 +229,7 @@ static void __kcm_ext_sock(struct seq_file *seq, struct kcm_sock *kcm)
 	struct sock *sk = &kcm->sk;
 
 	lockdep_assert_held(&kcm->mux->lock);
-	seq_printf(seq, "kcm mux=%u index=%u ino=%lu type=%s",
+	seq_printf(seq, "kcm mux=%u index=%u ino=%llu type=%s",
 		   kcm->mux->id, kcm->index, __kcm_ext_sock_ino(kcm),
 		   sk->sk_type == SOCK_SEQPACKET ? "seqpacket" : "dgram");
 	seq_printf(seq, " rx_msgs=%llu rx_bytes=%llu tx_msgs=%llu tx_bytes=%llu",
@@ -277,9 +277,9 @@ static void __kcm_ext_psock(struct seq_file *seq, struct kcm_psock *psock)
 	struct sock *csk = psock->sk;
 
 	lockdep_assert_held(&psock->mux->lock);
-	seq_printf(seq, "psock mux=%u index=%u ino=%lu",
+	seq_printf(seq, "psock mux=%u index=%u ino=%llu",
 		   psock->mux->id, psock->index,
-		   file_inode(psock->file)->i_ino);
+		   (u64)file_inode(psock->file)->i_ino);
 	kcm_ext_addrs(seq, csk);
 	seq_printf(seq, " tcp_state=%s recv_q=%u rmem=%d send_q=%u smem=%d rx_held=%u",
 		   kcm_tcp_state_name(READ_ONCE(csk->sk_state)),

@@ -386,53 +386,6 @@ struct kcm_psock {
 };
 
 /**
- * kcm_frag_skb() - an empty skb for a small message, head from a page
- *	fragment cache
- * @nc: the psock's or KCM socket's cache
- * @size: room for data
- * @gfp: allocation flags
- *
- * No kmalloc() per message, and (with init_on_alloc) only the bytes used
- * are ever zeroed, once per page.  The head is a page fragment, so TCP can
- * take it by reference.
- *
- * Context: whatever serialises @nc (the TCP or the KCM socket's lock).
- * Return: the skb, or NULL.
- */
-static inline struct sk_buff *kcm_frag_skb(struct page_frag_cache *nc,
-					   unsigned int size, gfp_t gfp)
-{
-	unsigned int fragsz = SKB_DATA_ALIGN(size) +
-			      SKB_DATA_ALIGN(sizeof(struct skb_shared_info));
-	struct sk_buff *skb;
-	void *data;
-
-	data = page_frag_alloc(nc, fragsz, gfp);
-	if (!data)
-		return NULL;
-	skb = build_skb(data, fragsz);
-	if (!skb)
-		skb_free_frag(data);
-	return skb;
-}
-
-/**
- * kcm_frag_cache_drain() - give back the page of a fragment cache
- * @nc: a psock's or KCM socket's cache of small-message heads
- *
- * Fragments already handed out keep their own page references.
- *
- * Context: whatever serialises @nc (the TCP or the KCM socket's lock).
- */
-static inline void kcm_frag_cache_drain(struct page_frag_cache *nc)
-{
-	if (!nc->va)
-		return;
-	__page_frag_cache_drain(virt_to_head_page(nc->va), nc->pagecnt_bias);
-	nc->va = NULL;
-}
-
-/**
  * kcm_psock_of() - the psock a TCP socket is attached as
  * @csk: a TCP socket whose callbacks are KCM's
  *
