@@ -306,6 +306,7 @@ struct cmd {
 	int n;			/* of 'a': connections */
 	int type;		/* of 'a': SOCK_DGRAM, SOCK_SEQPACKET */
 	int parser;		/* of 'a': P_* */
+	int small;		/* of 'a': TCP buffers of TCP_BUF, not default */
 	uint32_t want[CONNS_MAX];	/* of 'd': messages to read */
 };
 
@@ -319,7 +320,7 @@ struct reply {
 
 struct worker {
 	int to_test, from_test;	/* pipes: the worker's ends */
-	int listener;
+	int listener[2];	/* default TCP buffers, TCP_BUF */
 	int n, kcm[CONNS_MAX], local[CONNS_MAX];
 	struct writer w[CONNS_MAX];
 	uint32_t got[CONNS_MAX];
@@ -365,8 +366,9 @@ static void drop_privileges(void)
 }
 
 /*
- * 'a': accepts the test's @c->n connections on the listener, each with
- * TCP buffers of TCP_BUF, and attaches each to a KCM socket of its own.
+ * 'a': accepts the test's @c->n connections, on the listener of small TCP
+ * buffers or the one of default buffers, and attaches each to a KCM
+ * socket of its own.
  */
 static void worker_attach(struct worker *wk, const struct cmd *c,
 			  struct reply *r)
@@ -378,8 +380,8 @@ static void worker_attach(struct worker *wk, const struct cmd *c,
 	wk->n = c->n;
 	for (i = 0; i < c->n; i++) {
 		len = sizeof(sin);
-		wk->local[i] = accept(wk->listener, (struct sockaddr *)&sin,
-				      &len);
+		wk->local[i] = accept(wk->listener[c->small],
+				      (struct sockaddr *)&sin, &len);
 		ASSERT_GE(wk->local[i], 0);
 		r->ports[i] = ntohs(sin.sin_port);
 		wk->kcm[i] = -1;
@@ -494,17 +496,20 @@ static void worker_run(struct worker *wk)
 	static struct reply r;
 	static struct cmd c;
 	struct sockaddr_in sin;
+	int i;
 
 	memset(wk->buf, 0, sizeof(wk->buf));
-	wk->listener = kcm_u_tcp_listener(&sin);
-	ASSERT_GE(wk->listener, 0);
+	for (i = 0; i < 2; i++) {
+		wk->listener[i] = kcm_u_tcp_listener(&sin);
+		ASSERT_GE(wk->listener[i], 0);
+		ASSERT_EQ(write(wk->to_test, &sin.sin_port,
+				sizeof(sin.sin_port)), sizeof(sin.sin_port));
+	}
 	/* Accepted sockets inherit them. */
-	ASSERT_OK(kcm_u_setsockopt_int(wk->listener, SOL_SOCKET, SO_RCVBUF,
+	ASSERT_OK(kcm_u_setsockopt_int(wk->listener[1], SOL_SOCKET, SO_RCVBUF,
 				       TCP_BUF));
-	ASSERT_OK(kcm_u_setsockopt_int(wk->listener, SOL_SOCKET, SO_SNDBUF,
+	ASSERT_OK(kcm_u_setsockopt_int(wk->listener[1], SOL_SOCKET, SO_SNDBUF,
 				       TCP_BUF));
-	ASSERT_EQ(write(wk->to_test, &sin.sin_port, sizeof(sin.sin_port)),
-		  sizeof(sin.sin_port));
 	while (read(wk->from_test, &c, sizeof(c)) == sizeof(c)) {
 		memset(&r, 0, sizeof(r));
 		switch (c.op) {
@@ -539,7 +544,7 @@ struct test {
 	struct cg root, limited, peers;
 	pid_t pid;
 	int to_worker, from_worker;
-	in_port_t port;		/* the worker's listener, network order */
+	in_port_t port[2];	/* the worker's listeners, network order */
 	int n, peer[CONNS_MAX];
 	struct writer w[CONNS_MAX];
 	struct reply r;
@@ -564,6 +569,24 @@ static void mem_snap(const struct test *t, struct mem_snap *s)
 	ASSERT_GE(s->limited, 0);
 	ASSERT_GE(s->peers, 0);
 	ASSERT_GE(s->sock, 0);
+}
+
+/*
+ * A baseline: the guest's used memory once what earlier tests freed has
+ * stopped coming back (two snapshots within half a MiB).
+ */
+static void mem_settle(const struct test *t, struct mem_snap *s)
+{
+	struct mem_snap prev;
+	int i;
+
+	mem_snap(t, &prev);
+	for (i = 0; i < 20; i++) {
+		mem_snap(t, s);
+		if (labs(s->used - prev.used) < MIB / 2)
+			return;
+		prev = *s;
+	}
 }
 
 /*
@@ -629,7 +652,7 @@ static void test_begin(struct test *t)
 	close(from_worker[1]);
 	t->to_worker = to_worker[1];
 	t->from_worker = from_worker[0];
-	ASSERT_EQ(kcm_u_read_full(t->from_worker, &t->port, sizeof(t->port)),
+	ASSERT_EQ(kcm_u_read_full(t->from_worker, t->port, sizeof(t->port)),
 		  0);
 }
 
@@ -654,17 +677,22 @@ static int peer_connect(const struct sockaddr_in *sin)
 
 /*
  * @n connections to the worker, which attaches each to a KCM socket of
- * @type with @parser; the test's peers, in the order of the worker's.
+ * @type with @parser, its TCP buffers small (TCP_BUF) or default; the
+ * test's peers, in the order of the worker's.
  */
-static void test_connect(struct test *t, int n, int type, int parser)
+static void test_connect(struct test *t, int n, int type, int parser,
+			 bool small)
 {
 	struct sockaddr_in sin = {
 		.sin_family = AF_INET,
-		.sin_port = t->port,
+		.sin_port = t->port[small],
 		.sin_addr.s_addr = htonl(INADDR_LOOPBACK),
 	};
+	struct cmd c = {
+		.op = 'a', .n = n, .type = type, .parser = parser,
+		.small = small,
+	};
 	int fds[CONNS_MAX], i, j;
-	struct cmd c = { .op = 'a', .n = n, .type = type, .parser = parser };
 	socklen_t len;
 
 	ASSERT_LE(n, CONNS_MAX);
@@ -800,8 +828,8 @@ TEST_DIFFERS(tcp_control, NO_MEM)
 	struct test t;
 
 	test_begin(&t);
-	mem_snap(&t, &a);
-	test_connect(&t, 32, SOCK_DGRAM, P_NONE);
+	mem_settle(&t, &a);
+	test_connect(&t, 32, SOCK_DGRAM, P_NONE, false);
 	ASSERT_GT(push_until_full(t.w, t.peer, t.n, 8 * MIB), 1 * MIB);
 	mem_snap(&t, &b);
 	mem_check("32 TCP connections nobody reads", &a, &b);
@@ -824,8 +852,8 @@ TEST_DIFFERS(unread_muxes, NO_MEM)
 
 	alarm(300);
 	test_begin(&t);
-	mem_snap(&t, &a);
-	test_connect(&t, 128, SOCK_DGRAM, P_LEN4);
+	mem_settle(&t, &a);
+	test_connect(&t, 128, SOCK_DGRAM, P_LEN4, true);
 	ASSERT_GT(push_until_full(t.w, t.peer, t.n, 4 * MIB), 16 * MIB);
 	mem_snap(&t, &b);
 	EXPECT_GT(mem_check("128 muxes nobody reads", &a, &b), 16 * MIB);
@@ -854,8 +882,8 @@ TEST_DIFFERS(need_more_parser, NO_MEM)
 
 	alarm(120);
 	test_begin(&t);
-	mem_snap(&t, &a);
-	test_connect(&t, 8, SOCK_DGRAM, P_MORE);
+	mem_settle(&t, &a);
+	test_connect(&t, 8, SOCK_DGRAM, P_MORE, false);
 	ASSERT_GT(push_until_full(t.w, t.peer, t.n, 6 * MIB), 1 * MIB);
 	mem_snap(&t, &b);
 	mem_check("8 parsers wanting more", &a, &b);
@@ -886,8 +914,8 @@ TEST_DIFFERS(stalled_peers, NO_MEM)
 
 	alarm(300);
 	test_begin(&t);
-	mem_snap(&t, &a);
-	test_connect(&t, 128, SOCK_DGRAM, P_LEN4);
+	mem_settle(&t, &a);
+	test_connect(&t, 128, SOCK_DGRAM, P_LEN4, true);
 	ask(&t, &send_all);
 	for (i = 0; i < 32; i++) {
 		ASSERT_OK(setsockopt(t.peer[i], SOL_SOCKET, SO_LINGER, &lg,
@@ -922,21 +950,23 @@ TEST_DIFFERS(open_message, NO_MEM)
 	static const struct cmd open_all = { .op = 'o' },
 		exceed = { .op = 'e' }, close_all = { .op = 'c' };
 	struct mem_snap a, b, c;
+	long long bytes;
 	struct test t;
 
 	test_begin(&t);
-	mem_snap(&t, &a);
-	test_connect(&t, 32, SOCK_SEQPACKET, P_LEN4);
+	mem_settle(&t, &a);
+	test_connect(&t, 32, SOCK_SEQPACKET, P_LEN4, true);
 	ask(&t, &open_all);
+	bytes = t.r.bytes;
 	mem_snap(&t, &b);
-	TH_LOG("open messages hold %lld bytes", t.r.bytes);
-	EXPECT_GT(mem_check("32 open messages", &a, &b), t.r.bytes);
-	EXPECT_GT(b.sock - a.sock, t.r.bytes);
+	TH_LOG("open messages hold %lld bytes", bytes);
+	EXPECT_GT(mem_check("32 open messages", &a, &b), bytes);
+	EXPECT_GT(b.sock - a.sock, bytes);
 	test_holding(&t);
 	ask(&t, &exceed);
 	mem_snap(&t, &c);
 	mem_check("32 messages too long, dropped", &a, &c);
-	EXPECT_LT(c.sock - a.sock, t.r.bytes / 8);
+	EXPECT_LT(c.sock - a.sock, bytes / 8);
 	ask(&t, &close_all);
 	test_end(&t, &a);
 }
@@ -955,9 +985,9 @@ static void proto_limited(int knob)
 	struct test t;
 
 	test_begin(&t);
-	mem_snap(&t, &a);
+	mem_settle(&t, &a);
 	ASSERT_EQ(pwrite(knob, "1024 1536 2048", 14, 0), 14);
-	test_connect(&t, 64, SOCK_DGRAM, P_LEN4);
+	test_connect(&t, 64, SOCK_DGRAM, P_LEN4, true);
 	ASSERT_GT(push_until_full(t.w, t.peer, t.n, 2 * MIB), 8 * MIB);
 	pages = ext_sum("mem", "pages");
 	TH_LOG("KCM sockets hold %lld pages (limit %lld), rx_mem_short %lld",

@@ -559,8 +559,9 @@ enum {
  *	follows of it is dropped too (kcm_tx_check_size()); under
  *	lock_sock()
  * @tx_frag: where small messages are carved from; under lock_sock()
- * @tx_frag_page: the page of @tx_frag the socket is charged for, whole
- *	(@tx_frag_charged bytes); under lock_sock()
+ * @tx_frag_page: the page of @tx_frag the socket is charged for, whole;
+ *	under lock_sock()
+ * @tx_frag_charged: bytes charged for @tx_frag_page; under lock_sock()
  * @tx_offset: bytes of the first queued message written to @tx_psock;
  *	under lock_sock()
  * @tx_sent: bytes written since the socket got @tx_psock; under lock_sock()
