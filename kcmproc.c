@@ -246,9 +246,9 @@ static void __kcm_ext_sock(struct seq_file *seq, struct kcm_sock *kcm)
 		seq_printf(seq, " psock=%u", kcm->tx_psock->index);
 	else
 		seq_puts(seq, " psock=-");
-	seq_printf(seq, " rx_ready=%d rx_disabled=%d tx_waiting=%d\n",
+	seq_printf(seq, " rx_ready=%d rx_disabled=%d tx_waiting=%d mem_short=%d\n",
 		   kcm->rx_ready, READ_ONCE(kcm->rx_disabled),
-		   kcm->tx_waiting);
+		   kcm->tx_waiting, kcm->rx_mem_short);
 }
 
 /* "local=ADDR:PORT remote=ADDR:PORT", IPv6 addresses in brackets. */
@@ -306,7 +306,9 @@ static void __kcm_ext_psock(struct seq_file *seq, struct kcm_psock *psock)
 		   READ_ONCE(psock->rx_stopped), READ_ONCE(psock->rx_paused),
 		   psock->tx_stopped, READ_ONCE(st->rx_in_place),
 		   READ_ONCE(st->ulp_stops));
-	seq_printf(seq, " mem_charged=%u\n", READ_ONCE(psock->strp.charged));
+	seq_printf(seq, " mem_charged=%u mem_short=%d\n",
+		   READ_ONCE(psock->strp.charged),
+		   READ_ONCE(psock->strp.mem_short));
 }
 
 /* Context: seq_file show, the namespace lock is held; takes the mux lock. */

@@ -864,6 +864,9 @@ TEST_DIFFERS(unread_muxes, NO_MEM)
 	       short_, fail, ext_sum("mem", "pages"));
 	EXPECT_GT(short_ + fail, 0);
 	EXPECT_GT(ext_sum("mem", "pages"), 0);
+	/* Who waits for memory shows: sockets and connections held back. */
+	EXPECT_GT(ext_sum("kcm", "mem_short") + ext_sum("psock", "mem_short"),
+		  0);
 	test_holding(&t);
 	test_drain_to_worker(&t);
 	ask(&t, &close_all);
