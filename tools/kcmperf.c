@@ -5,9 +5,12 @@
  *
  * Modes (-m):
  *   rx  N loopback TCP connections feed one mux with M KCM sockets, each
- *       read by a thread of its own; a sender thread per connection
- *       writes length-prefixed messages, many per write(), so that the
- *       sender is not what is measured.
+ *       read by a thread of its own (SO_RCVTIMEO 50 ms); a sender
+ *       process, forked before any thread, has a thread per connection
+ *       that writes pre-built length-prefixed messages, about 64 KB per
+ *       write() (TCP_NODELAY, SO_SNDBUF 256 KB), so that the sender is
+ *       not what is measured; the receiving sockets get SO_RCVBUF 512 KB
+ *       (-T) from the listener.
  *   tx  M KCM sockets send with send() or sendmmsg() (-S) over the N
  *       connections; a reader thread per TCP peer splits and checks.
  *   rr  one request at a time: a client writes a request on its TCP
@@ -145,9 +148,9 @@ static bool drain(void)
 	double since = now();
 
 	for (;;) {
-		sent = sum_ok(txc, n_tx);
+		sent = sum_ok(sh->txc, n_tx);
 		got = sum_ok(rxc, n_rx) + sum_bad(rxc, n_rx);
-		if (sum_done(txc, n_tx) == n_tx && got >= sent)
+		if (sum_done(sh->txc, n_tx) == n_tx && got >= sent)
 			return true;
 		if (sent + got != last) {
 			last = sent + got;
@@ -186,8 +189,9 @@ static void help(int status)
 		"  -B BYTES  SO_RCVBUF of each KCM socket, user: bytes queued per\n"
 		"            worker (default: untouched; user %d)\n"
 		"  -T BYTES  SO_RCVBUF of the receiving TCP sockets (-1: 4x the\n"
-		"            message size above 32 KB, else untouched; scale: %d,\n"
-		"            and SO_SNDBUF of its writers)\n"
+		"            message size above 32 KB, else untouched; rx: set on\n"
+		"            the listener, %d KB at the least; scale: %d, and\n"
+		"            SO_SNDBUF of its writers)\n"
 		"  -W SECS   stalled after SECS without progress (3)\n"
 		"  -K        kernel TLS (1.3, AES-GCM-128, a test key) on both\n"
 		"            ends of every connection: every mode reads and\n"
@@ -195,7 +199,7 @@ static void help(int status)
 		"  -v        show every bad message\n"
 		"Prints one line of key=value (scale: one per N); exit 0 ok,\n"
 		"1 bad/lost/stalled, 2 error.\n",
-		HDR, USER_QLIMIT, SCALE_TCP_BUF);
+		HDR, USER_QLIMIT, RX_TCP_RCVBUF >> 10, SCALE_TCP_BUF);
 	exit(status);
 }
 
@@ -383,14 +387,14 @@ void run_timed(double limit)
 	res.t0 = now();
 	sleep_s(opt.warm);
 	res.got0 = opt.mode == MODE_RR ? 0 : sum_ok(rxc, n_rx);
-	res.sent0 = sum_ok(txc, n_tx);
+	res.sent0 = sum_ok(sh->txc, n_tx);
 	cpu_read(&res.c0);
 	res.t0 = now();
 	atomic_store(&measuring, 1);
 	if (opt.count) {
-		while (sum_done(txc, n_tx) < n_tx ||
+		while (sum_done(sh->txc, n_tx) < n_tx ||
 		       (opt.mode != MODE_RR &&
-			sum_ok(rxc, n_rx) + sum_bad(rxc, n_rx) < sum_ok(txc, n_tx))) {
+			sum_ok(rxc, n_rx) + sum_bad(rxc, n_rx) < sum_ok(sh->txc, n_tx))) {
 			if (now() - res.t0 > limit - 10)
 				break;
 			usleep(1000);
@@ -399,28 +403,29 @@ void run_timed(double limit)
 		sleep_s(opt.secs);
 	}
 	res.got1 = opt.mode == MODE_RR ? 0 : sum_ok(rxc, n_rx);
-	res.sent1 = sum_ok(txc, n_tx);
+	res.sent1 = sum_ok(sh->txc, n_tx);
 	cpu_read(&res.c1);
 	res.t1 = now();
 	atomic_store(&measuring, 0);
-	atomic_store(&tx_stop, 1);
+	atomic_store(&sh->tx_stop, 1);
 
 	if (opt.mode != MODE_RR) {
 		res.stalled = !drain();
 		if (res.stalled && opt.impl == IMPL_KCM)
 			kcm_proc_summary();
 		if (res.stalled)
-			atomic_store(&tx_abort, 1);
+			atomic_store(&sh->tx_abort, 1);
 	}
 	/* rr clients give up by themselves after opt.stall */
-	while (sum_done(txc, n_tx) < n_tx)
+	while (sum_done(sh->txc, n_tx) < n_tx)
 		usleep(10000);
 	atomic_store(&rx_stop, 1);
 	join_all();
+	senders_reap();
 	cpu_read(&res.ca1);
-	res.sent = sum_ok(txc, n_tx);
+	res.sent = sum_ok(sh->txc, n_tx);
 	res.got = sum_ok(rxc, n_rx);
-	res.bad = sum_bad(rxc, n_rx) + sum_bad(txc, n_tx);
+	res.bad = sum_bad(rxc, n_rx) + sum_bad(sh->txc, n_tx);
 	if (opt.mode == MODE_RR) {
 		res.stalled = atomic_load(&rr_stalled);
 		res.sent = 0;
@@ -436,7 +441,9 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
-	per_buf = WRITE_BYTES / opt.size;
+	shared_init();
+	per_buf = (modes[opt.mode]->fork_tx ? RX_WRITE_BYTES : WRITE_BYTES) /
+		  opt.size;
 	if (per_buf < (unsigned int)opt.sbatch)
 		per_buf = opt.sbatch;
 	if (!per_buf)
@@ -446,6 +453,8 @@ int main(int argc, char **argv)
 		return modes[opt.mode]->run();
 	conns_alloc(opt.conns);
 	tcp_pairs(opt.conns);
+	if (modes[opt.mode]->fork_tx)
+		senders_fork();
 
 	limit = opt.count ? 600 : opt.warm + opt.secs + 2 * opt.stall + 15;
 	watchdog_arm(limit);

@@ -27,7 +27,11 @@
 #define MAX_KCMS	64
 #define MAX_THREADS	(2 * MAX_CONNS * MAX_KCMS + 8)
 #define PAT_SPAN	256		/* pattern offsets */
-#define WRITE_BYTES	(256 << 10)	/* a stream sender's write() */
+#define WRITE_BYTES	(256 << 10)	/* a stream sender's write() (tx) */
+#define RX_WRITE_BYTES	(64 << 10)	/* a forked sender's write() (rx) */
+#define RX_SNDBUF	(256 << 10)	/* SO_SNDBUF of a forked sender */
+#define RX_TCP_RCVBUF	(512 << 10)	/* rx: SO_RCVBUF of the listener */
+#define RX_TIMEO_MS	50		/* SO_RCVTIMEO of a KCM reader */
 #define READ_MIN	(64 << 10)	/* smallest read() of a stream reader */
 #define CHUNK_BYTES	(1 << 20)	/* user framer's receive chunks */
 #define RING_SLOTS	65536		/* user framer's hand-off ring */
@@ -53,6 +57,7 @@ struct perf_mode {
 	void (*setup)(void);		/* sockets and threads */
 	int (*report)(bool watchdog);	/* 1: the run failed */
 	int (*run)(void);		/* instead of set-up and timed run */
+	bool fork_tx;			/* stream senders in a child process */
 };
 
 extern const struct perf_mode mode_rx, mode_tx, mode_rr, mode_scale;
@@ -92,15 +97,26 @@ struct counter {
 } __attribute__((aligned(64)));
 
 extern struct counter rxc[MAX_THREADS];	/* receivers, rr servers */
-extern struct counter txc[MAX_THREADS];	/* senders, rr clients */
 extern int n_rx, n_tx;
 
-extern atomic_int tx_stop;	/* senders: stop at a message boundary */
-extern atomic_int tx_abort;	/* senders: stop now (stalled) */
+/*
+ * What the senders share with this process: a sender process forked for
+ * rx (fork_tx) writes here too, so it is a MAP_SHARED mapping.
+ */
+struct shared {
+	struct counter txc[MAX_THREADS];	/* senders, rr clients */
+	atomic_int tx_go;	/* forked senders: start */
+	atomic_int tx_exit;	/* forked senders: close the connections */
+	atomic_int tx_stop;	/* senders: stop at a message boundary */
+	atomic_int tx_abort;	/* senders: stop now (stalled) */
+	atomic_int first_err;
+};
+
+extern struct shared *sh;
+
 extern atomic_int rx_stop;	/* receivers: stop */
 extern atomic_int measuring;	/* rr clients: record latencies */
 extern atomic_int rr_stalled;
-extern atomic_int first_err;
 
 extern char *pattern;
 extern unsigned int per_buf;	/* messages in a sender's buffer */
@@ -155,6 +171,7 @@ void set_nonblock(int fd);
 struct mmsghdr *mmsg_alloc(int n);
 void mmsg_free(struct mmsghdr *mm);
 void conns_alloc(int n);
+void shared_init(void);
 void tcp_pairs(int n);
 void tcp_rcvbuf(int fd);
 bool write_all(int fd, const char *p, size_t len);
@@ -177,6 +194,9 @@ struct stream_rd {
 void *stream_sender(void *arg);
 void *stream_reader(void *arg);
 void stream_readers(const int *fds, unsigned int nsrc, bool reply);
+void senders_fork(void);
+void senders_go(void);
+void senders_reap(void);
 
 /* kcmperf_user.c */
 void user_framer(void);

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -24,15 +25,12 @@
 #include "kcmperf.h"
 
 struct counter rxc[MAX_THREADS];
-struct counter txc[MAX_THREADS];
 int n_rx, n_tx;
+struct shared *sh;
 
-atomic_int tx_stop;
-atomic_int tx_abort;
 atomic_int rx_stop;
 atomic_int measuring;
 atomic_int rr_stalled;
-atomic_int first_err;
 static atomic_int bad_shown;
 
 char *pattern;
@@ -88,7 +86,7 @@ void note_err(int err)
 {
 	int zero = 0;
 
-	atomic_compare_exchange_strong(&first_err, &zero, err);
+	atomic_compare_exchange_strong(&sh->first_err, &zero, err);
 }
 
 void futex_wait(atomic_int *addr, int val, int ms)
@@ -102,6 +100,15 @@ void futex_wait(atomic_int *addr, int val, int ms)
 void futex_wake(atomic_int *addr)
 {
 	syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+/* The state senders share, before anything forks. */
+void shared_init(void)
+{
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED)
+		die_errno("mmap(MAP_SHARED)");
 }
 
 void spawn(void *(*fn)(void *), void *arg)
@@ -120,16 +127,13 @@ void spawn(void *(*fn)(void *), void *arg)
 void counters_reset(void)
 {
 	memset(rxc, 0, sizeof(rxc));
-	memset(txc, 0, sizeof(txc));
+	memset(sh, 0, sizeof(*sh));
 	n_rx = 0;
 	n_tx = 0;
 	n_kfd = 0;
-	atomic_store(&tx_stop, 0);
-	atomic_store(&tx_abort, 0);
 	atomic_store(&rx_stop, 0);
 	atomic_store(&measuring, 0);
 	atomic_store(&rr_stalled, 0);
-	atomic_store(&first_err, 0);
 	atomic_store(&bad_shown, 0);
 }
 
@@ -359,7 +363,9 @@ void conns_alloc(int n)
 
 /*
  * @n loopback connections: peer[i] connected, local[i] accepted.  One at
- * a time, so that the accepted socket is the one just connected.
+ * a time, so that the accepted socket is the one just connected.  rx
+ * (fork_tx) sets the receiving ends' SO_RCVBUF on the listener, before
+ * the handshake that fixes their window scale.
  */
 void tcp_pairs(int n)
 {
@@ -368,6 +374,8 @@ void tcp_pairs(int n)
 
 	if (l < 0)
 		die_errno("loopback listener");
+	if (modes[opt.mode]->fork_tx)
+		tcp_rcvbuf(l);
 	for (i = 0; i < n; i++) {
 		peer[i] = kcm_u_tcp_connect(&sin);
 		if (peer[i] < 0)
@@ -385,13 +393,19 @@ void tcp_pairs(int n)
 	close(l);
 }
 
-/* A receiving TCP socket: messages over 32 KB need a set SO_RCVBUF. */
+/*
+ * A receiving TCP socket: -T, else messages over 32 KB need a set
+ * SO_RCVBUF, and rx (fork_tx) sets RX_TCP_RCVBUF at the least.
+ */
 void tcp_rcvbuf(int fd)
 {
 	long want = opt.tcp_rcvbuf;
 
-	if (want < 0)
+	if (want < 0) {
 		want = opt.size > (32 << 10) ? 4 * (long)opt.size : 0;
+		if (modes[opt.mode]->fork_tx && want < RX_TCP_RCVBUF)
+			want = RX_TCP_RCVBUF;
+	}
 	if (want > INT_MAX / 2)
 		want = INT_MAX / 2;
 	if (want) {
@@ -416,7 +430,7 @@ bool write_all(int fd, const char *p, size_t len)
 			p += n;
 			len -= n;
 		} else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-			if (atomic_load(&tx_abort))
+			if (atomic_load(&sh->tx_abort))
 				return false;
 			poll(&pfd, 1, TICK_MS);
 		} else {

@@ -41,7 +41,7 @@ void cpu_read(struct cpu *c)
 
 const char *err_name(void)
 {
-	int err = atomic_load(&first_err);
+	int err = atomic_load(&sh->first_err);
 	static char text[32];
 	const char *name;
 	int i;
@@ -137,7 +137,7 @@ int report_msgs(bool watchdog, void (*extra)(double secs, unsigned long msgs))
 	bool fail;
 
 	if (watchdog) {
-		res.sent = sum_ok(txc, n_tx);
+		res.sent = sum_ok(sh->txc, n_tx);
 		res.got = sum_ok(rxc, n_rx);
 		res.bad = sum_bad(rxc, n_rx);
 		msgs = (res.got1 ? res.got1 : res.got) - res.got0;

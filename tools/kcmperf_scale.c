@@ -178,7 +178,7 @@ static int writer_epoll(struct sgroup *g)
 static void *scale_writer(void *arg)
 {
 	struct sgroup *g = arg;
-	struct counter *c = &txc[g->idx];
+	struct counter *c = &sh->txc[g->idx];
 	struct epoll_event ev[SCALE_EVENTS];
 	int ep = writer_epoll(g), i, n, left;
 	unsigned long sent = 0;
@@ -186,8 +186,8 @@ static void *scale_writer(void *arg)
 	struct sconn *s;
 	long r;
 
-	while (!atomic_load_explicit(&tx_abort, memory_order_relaxed)) {
-		stop = stop || atomic_load_explicit(&tx_stop,
+	while (!atomic_load_explicit(&sh->tx_abort, memory_order_relaxed)) {
+		stop = stop || atomic_load_explicit(&sh->tx_stop,
 						    memory_order_relaxed);
 		wrote = false;
 		left = 0;

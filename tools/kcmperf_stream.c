@@ -4,16 +4,30 @@
  * back, many per write(); a reader reads in large pieces and checks each
  * message where it lies.  They are raw TCP's both ends, the senders of rx
  * and the peers that check what KCM sends in tx.
+ *
+ * rx (fork_tx) runs its senders in a process of their own, forked before
+ * any thread exists: a thread per connection, TCP_NODELAY, RX_SNDBUF,
+ * writes of about RX_WRITE_BYTES.  What they count and the flags that
+ * stop them are in the MAP_SHARED struct shared; they start when the
+ * receivers are set up (senders_go()).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "kcmperf.h"
+
+static pid_t sender_pid;
 
 /*
  * Source @idx's messages over a stream, per_buf of them per write(); after
@@ -22,7 +36,7 @@
 void *stream_sender(void *arg)
 {
 	long idx = (long)arg;
-	struct counter *c = &txc[idx];
+	struct counter *c = &sh->txc[idx];
 	int fd = opt.mode == MODE_TX ? local[idx] : peer[idx];
 	char *buf = msgs_build(idx, per_buf);
 	size_t total, off, len, sent = 0;
@@ -31,7 +45,7 @@ void *stream_sender(void *arg)
 	ssize_t w;
 
 	set_timeo(fd, SO_SNDTIMEO, TICK_MS / 1000.0);
-	while (!atomic_load_explicit(&tx_stop, memory_order_relaxed)) {
+	while (!atomic_load_explicit(&sh->tx_stop, memory_order_relaxed)) {
 		n = per_buf;
 		if (opt.count && opt.count - base < n)
 			n = opt.count - base;
@@ -43,7 +57,7 @@ void *stream_sender(void *arg)
 		total = n * opt.size;
 		for (off = 0; off < total; off += w) {
 			len = total - off;
-			if (atomic_load_explicit(&tx_stop, memory_order_relaxed)) {
+			if (atomic_load_explicit(&sh->tx_stop, memory_order_relaxed)) {
 				len = (opt.size - off % opt.size) % opt.size;
 				if (!len)
 					goto out;
@@ -57,7 +71,7 @@ void *stream_sender(void *arg)
 			}
 			w = 0;
 			if (errno == EAGAIN || errno == EINTR) {
-				if (atomic_load(&tx_abort))
+				if (atomic_load(&sh->tx_abort))
 					goto out;
 				continue;
 			}
@@ -70,6 +84,73 @@ out:
 	atomic_store(&c->done, 1);
 	free(buf);
 	return NULL;
+}
+
+/*
+ * rx: fork the process that sends on peer[] (this one keeps local[]); it
+ * waits for senders_go(), and once its senders are done keeps the
+ * connections open until senders_reap(), or dies with this process.
+ * Before any thread exists: the child runs on its own.
+ */
+void senders_fork(void)
+{
+	pid_t parent = getpid();
+	long i;
+
+	for (i = 0; i < opt.conns; i++) {
+		set_int(peer[i], IPPROTO_TCP, TCP_NODELAY, 1);
+		set_int(peer[i], SOL_SOCKET, SO_SNDBUF, RX_SNDBUF);
+	}
+	n_tx = opt.conns;
+	fflush(NULL);
+	sender_pid = fork();
+	if (sender_pid < 0)
+		die_errno("fork");
+	if (sender_pid) {
+		for (i = 0; i < opt.conns; i++)
+			close(peer[i]);
+		return;
+	}
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
+		_exit(2);
+	for (i = 0; i < opt.conns; i++)
+		close(local[i]);
+	while (!atomic_load(&sh->tx_go))
+		usleep(1000);
+	for (i = 0; i < opt.conns; i++)
+		spawn(stream_sender, (void *)i);
+	join_all();
+	while (!atomic_load(&sh->tx_exit))
+		usleep(10000);
+	_exit(0);
+}
+
+/* The forked senders start. */
+void senders_go(void)
+{
+	atomic_store(&sh->tx_go, 1);
+}
+
+/*
+ * After the senders are done: the process closes the connections and
+ * ends (or is killed, if its senders are not done).
+ */
+void senders_reap(void)
+{
+	int status;
+
+	if (!sender_pid)
+		return;
+	/* what the receiving ends saw, before the peers close */
+	err_save();
+	atomic_store(&sh->tx_exit, 1);
+	if (sum_done(sh->txc, n_tx) < n_tx)
+		kill(sender_pid, SIGKILL);
+	if (waitpid(sender_pid, &status, 0) == sender_pid &&
+	    (!WIFEXITED(status) || WEXITSTATUS(status)))
+		fprintf(stderr, "# kcmperf: sender process ended with status %#x\n",
+			status);
+	sender_pid = 0;
 }
 
 /*
