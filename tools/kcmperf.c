@@ -41,8 +41,10 @@
  *         worker, a per-worker byte limit like SO_RCVBUF); a worker
  *         checks (rr: answers) and releases the chunk.  tx: the M threads
  *         share the connections, one writer at a time per connection.
- *   raw   the same bytes over plain TCP, one thread per connection that
- *         splits and checks in place: no hand-off at all, the ceiling.
+ *   raw   the same bytes over plain TCP, split and checked in place: no
+ *         hand-off at all, the ceiling.  rx: one thread epolls the
+ *         connections and reads up to 1 MB a call; rr, and the peers of
+ *         tx: a thread per connection.
  *
  * A message is a 4-byte big-endian length (of what follows), a 4-byte
  * source (connection or sending socket), an 8-byte sequence number per

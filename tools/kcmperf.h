@@ -194,6 +194,7 @@ struct stream_rd {
 void *stream_sender(void *arg);
 void *stream_reader(void *arg);
 void stream_readers(const int *fds, unsigned int nsrc, bool reply);
+void stream_epoll_reader(const int *fds);
 void senders_fork(void);
 void senders_go(void);
 void senders_reap(void);

@@ -200,7 +200,10 @@ void setup_receivers(void)
 		user_framer();
 		break;
 	case IMPL_RAW:
-		stream_readers(local, opt.conns, rr);
+		if (rr)
+			stream_readers(local, opt.conns, true);
+		else
+			stream_epoll_reader(local);
 		break;
 	}
 }
