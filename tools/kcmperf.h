@@ -172,6 +172,7 @@ struct mmsghdr *mmsg_alloc(int n);
 void mmsg_free(struct mmsghdr *mm);
 void conns_alloc(int n);
 void shared_init(void);
+void thread_name(const char *fmt, long i);
 void tcp_pairs(int n);
 void tcp_rcvbuf(int fd);
 bool write_all(int fd, const char *p, size_t len);

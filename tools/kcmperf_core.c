@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -109,6 +110,15 @@ void shared_init(void)
 		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sh == MAP_FAILED)
 		die_errno("mmap(MAP_SHARED)");
+}
+
+/* Names the calling thread, so that perf and top tell the roles apart. */
+void thread_name(const char *fmt, long i)
+{
+	char name[16];
+
+	snprintf(name, sizeof(name), fmt, i);
+	prctl(PR_SET_NAME, name);
 }
 
 void spawn(void *(*fn)(void *), void *arg)

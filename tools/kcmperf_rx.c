@@ -56,6 +56,7 @@ static void *kcm_batch_reader(void *arg)
 	ctl = malloc(ctl_len);
 	if (!buf || !ctl)
 		die("out of memory");
+	thread_name("kp-kcm-%ld", idx);
 	set_int(fd, SOL_KCM, KCM_RECV_BATCH, nb);
 	set_timeo(fd, SO_RCVTIMEO, RX_TIMEO_MS / 1000.0);
 	set_timeo(fd, SO_SNDTIMEO, TICK_MS / 1000.0);
@@ -127,6 +128,7 @@ void *kcm_reader(void *arg)
 		die("out of memory");
 	mm = mmsg_alloc(nb);
 	iov = mm[0].msg_hdr.msg_iov;
+	thread_name("kp-kcm-%ld", idx);
 	set_timeo(fd, SO_RCVTIMEO, RX_TIMEO_MS / 1000.0);
 	set_timeo(fd, SO_SNDTIMEO, TICK_MS / 1000.0);
 	for (i = 0; i < nb; i++) {

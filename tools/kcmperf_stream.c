@@ -45,6 +45,7 @@ void *stream_sender(void *arg)
 	unsigned int n;
 	ssize_t w;
 
+	thread_name("kp-send-%ld", idx);
 	set_timeo(fd, SO_SNDTIMEO, TICK_MS / 1000.0);
 	while (!atomic_load_explicit(&sh->tx_stop, memory_order_relaxed)) {
 		n = per_buf;
@@ -267,6 +268,7 @@ void *stream_reader(void *arg)
 	struct sbuf b;
 	ssize_t n;
 
+	thread_name("kp-tcp-%ld", rd->idx);
 	sbuf_init(&b, rd->fd);
 	set_timeo(rd->fd, SO_RCVTIMEO, TICK_MS / 1000.0);
 	while (!atomic_load_explicit(&rx_stop, memory_order_relaxed)) {
@@ -338,6 +340,7 @@ static void *epoll_reader(void *arg)
 	struct sbuf *b;
 
 	(void)arg;
+	thread_name("kp-tcp-%ld", 0);
 	if (ep < 0)
 		die_errno("epoll_create1");
 	for (i = 0; i < opt.conns; i++) {
