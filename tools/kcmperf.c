@@ -61,7 +61,10 @@
  *   impl=kcm mode=rx size=64 conns=2 kcms=2 ... msgs_per_s=... bad=0 result=ok
  *
  * CPU use comes from /proc/stat over the window: the share of all CPUs
- * busy in user (usr) and kernel, interrupts included (sys).
+ * busy in user (usr) and kernel, interrupts included (sys), the share
+ * idle (idle), and the busy time of all CPUs over the window's messages
+ * (cpu_ns_per_msg).  A run whose receivers are what is measured leaves
+ * next to nothing idle.
  *
  * This file is the driver: options, the timed run and the watchdog; the
  * rest is listed in kcmperf.h.

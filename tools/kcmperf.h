@@ -216,6 +216,7 @@ void *kcm_uring_reader(void *arg);
 struct cpu {
 	unsigned long long usr;		/* jiffies of all CPUs (/proc/stat) */
 	unsigned long long sys;
+	unsigned long long idle;	/* idle and iowait */
 	unsigned long long total;
 	double self;			/* seconds of this process (rusage) */
 };
@@ -233,6 +234,7 @@ struct results {
 extern struct results res;
 
 void cpu_read(struct cpu *c);
+double busy_ns(const struct cpu *a, const struct cpu *b);
 const char *err_name(void);
 void err_save(void);
 void print_common(double secs);
