@@ -82,7 +82,8 @@
 #include "kcmperf.h"
 
 const char * const impl_names[] = { "kcm", "user", "raw" };
-const char * const parser_names[] = { "ebpf", "cbpf", "lenfield", "distro" };
+const char * const parser_names[] = { "ebpf", "cbpf", "lenfield", "distro",
+				      "check" };
 const struct perf_mode *const modes[MODE_COUNT] = {
 	[MODE_RX] = &mode_rx,
 	[MODE_TX] = &mode_tx,
@@ -174,10 +175,12 @@ static void help(int status)
 		"  -i, --impl kcm|user|raw  what frames the messages (kcm)\n"
 		"  -m, --mode rx|tx|rr|scale\n"
 		"            direction, request/response, or connections axis (rx)\n"
-		"  -P ebpf|cbpf|lenfield|distro\n"
+		"  -P ebpf|cbpf|lenfield|distro|check\n"
 		"            kcm: the parser (ebpf; cbpf and lenfield need our\n"
 		"            module's SIOCKCMATTACHEXT; distro frames correctly\n"
-		"            on the distribution's module only)\n"
+		"            on the distribution's module only; check: an eBPF\n"
+		"            parser that checks each header against an array\n"
+		"            map, our module only)\n"
 		"  -s SIZE   message size on the wire, header included, >= %d;\n"
 		"            K and M suffixes (64)\n"
 		"  -c N      TCP connections (rx, tx: 2; rr: 1); scale: a list\n"

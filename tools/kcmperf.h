@@ -46,7 +46,8 @@
 
 enum impl { IMPL_KCM, IMPL_USER, IMPL_RAW };
 enum mode { MODE_RX, MODE_TX, MODE_RR, MODE_SCALE, MODE_COUNT };
-enum parser { PARSER_EBPF, PARSER_CBPF, PARSER_LENFIELD, PARSER_DISTRO };
+enum parser { PARSER_EBPF, PARSER_CBPF, PARSER_LENFIELD, PARSER_DISTRO,
+	      PARSER_CHECK };
 
 extern const char * const impl_names[];
 extern const char * const parser_names[];
@@ -178,6 +179,8 @@ void tcp_rcvbuf(int fd);
 bool write_all(int fd, const char *p, size_t len);
 
 /* kcmperf_kcm.c */
+extern double parser_ns;	/* a run of the eBPF parser; -1: unknown */
+
 int kcm_parser(void);
 int kcm_socks(void);
 void attach_tcp(int kcm, int tcp, int prog);

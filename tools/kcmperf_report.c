@@ -105,6 +105,8 @@ void print_common(double secs)
 	       secs);
 	if (opt.impl == IMPL_KCM)
 		printf(" parser=%s", parser_names[opt.parser]);
+	if (opt.impl == IMPL_KCM && parser_ns >= 0)
+		printf(" parser_ns=%.0f", parser_ns);
 	if (opt.ktls)
 		printf(" ktls=1");
 }
