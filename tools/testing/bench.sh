@@ -19,7 +19,13 @@
 #            [--timeout S]
 #
 # Configurations (CFG): rx-64 rx-512 rx-16K rx-256K (receive throughput,
-# 2 TCP connections x 2 KCM sockets) and rr-64 (request/response latency,
+# 2 TCP connections x 2 KCM sockets, each read by a thread of its own;
+# the messages come from a sender process, a thread per connection
+# writing 64 KB at a time, TCP_NODELAY, SO_SNDBUF 256 KB, into receiving
+# sockets with SO_RCVBUF 512 KB set on the listener; the user-space
+# framer: one epoll thread cutting messages for as many worker threads as
+# KCM has readers; raw TCP: one epoll thread reading 1 MB at a time) and
+# rr-64 (request/response latency,
 # 1 connection, 1 KCM socket), each with default socket buffers and with
 # the distribution module's best tuning (KCM SO_RCVBUF 8 MB; the guest
 # raises net.core.rmem_max to allow it); rxm-64 (rx-64 with the KCM
@@ -63,6 +69,13 @@
 # of our extensions (classic BPF, the built-in length field parser)
 # beside the eBPF one; a second table compares them with it and with
 # the user-space framer.
+#
+# Every run reports the guest's idle CPU share over its window (both
+# vCPUs; kcmperf's idle=) and its CPU time per message (busy time of the
+# whole guest over the window's messages).  A baseline (user, raw) run
+# of a throughput row that leaves more than 5% of the CPU idle was held
+# back by something other than its receiving (the sender, wake-ups): the
+# table marks it and every ratio against it with '!'.
 #
 # Exit status: 0 when every run of ours and of the baselines passed (the
 # distribution module failing is the upstream framing bug, reported but
@@ -368,7 +381,7 @@ grep -a '^R ' "$out/vm/output.log" | tr -d '\r' >"$out/results.txt" || true
 [ -s "$out/results.txt" ] || die "no results (VM exit $vm_rc); see $out/vm"
 
 # The table: medians per configuration, tuning and implementation.
-awk -v secs="$secs" -v parsers="$parsers" '
+awk -v secs="$secs" -v parsers="$parsers" -v idle_max=5 '
 # rates with k and M, latencies in plain microseconds
 function fmt(v, lat) {
 	if (lat) return sprintf(v < 100 ? "%.1f" : "%.0f", v)
@@ -387,23 +400,39 @@ function amedian(a, n,    i, j, t) {
 	if (n % 2) return a[(n + 1) / 2]
 	return (a[n / 2] + a[n / 2 + 1]) / 2
 }
-function median(key,    n, i, a) {
+# the median of metric array @arr over the runs of @key
+function median_of(key, arr,    n, i, a) {
 	n = nv[key]
-	for (i = 1; i <= n; i++) a[i] = val[key, i]
+	for (i = 1; i <= n; i++) a[i] = arr[key, i]
 	return amedian(a, n)
 }
-function mbmedian(key,    n, i, a) {
-	n = nv[key]
-	for (i = 1; i <= n; i++) a[i] = mb[key, i]
-	return amedian(a, n)
-}
-# value of a cell, or "" when a run failed (text in cell[])
-function cellv(row, who,    key) {
+# value of a cell in @arr, or "" when a run failed (text in cell[])
+function cellv_of(row, who, arr,    key) {
 	key = row SUBSEP who
 	if (fails[key] || !nv[key]) return ""
-	return median(key)
+	return median_of(key, arr)
 }
-function celltext(row, who, lat,    key, t) {
+function cellv(row, who) {
+	return cellv_of(row, who, val)
+}
+# the most idle run of a cell, in % of the guest CPU, or "" if unknown
+function maxidle(row, who,    key, i, m) {
+	key = row SUBSEP who
+	m = ""
+	for (i = 1; i <= nv[key]; i++)
+		if (idle[key, i] != "" && (m == "" || idle[key, i] > m))
+			m = idle[key, i]
+	return m
+}
+# "!" for a baseline of a throughput row that left more than idle_max %
+# of the CPU idle in one of its runs: it was not busy receiving
+function mark(row, who,    m) {
+	if (who != "user" && who != "raw") return ""
+	if (row ~ /^rr/ || row !~ (SUBSEP "1$")) return ""
+	m = maxidle(row, who)
+	return m != "" && m > idle_max ? "!" : ""
+}
+function celltext(row, who, lat,    key, t, m) {
 	key = row SUBSEP who
 	if (!runs[key]) return "-"
 	if (fails[key]) {
@@ -412,7 +441,11 @@ function celltext(row, who, lat,    key, t) {
 			t = t sprintf(" %d/%d", fails[key], runs[key])
 		return t " " why[key]
 	}
-	return fmt(median(key), lat)
+	t = fmt(median_of(key, val), lat)
+	# the first metric of a row (msg/s, req/s) shows the idle share
+	if (row ~ (SUBSEP "1$") && (m = maxidle(row, who)) != "")
+		t = t sprintf(" %.0f%%", m) mark(row, who)
+	return t
 }
 function ratio(a, b) {
 	if (a == "" || b == "" || b == 0) return "-"
@@ -422,24 +455,34 @@ function ratio(a, b) {
 # to it in the bench'"'"'s order (the same round) over it, so that a host
 # whose speed drifts during the bench moves both sides of each ratio
 function pratio(row, who) {
-	return pratio_of(row, "ours", who)
+	return marked(pratio_of(row, "ours", who, val), row, who)
 }
-# the same for @mine, another column of ours, over @who
-function pratio_of(row, mine, who,    ko, kw, i, j, best, bd, d, n, a) {
+# ratio @r against @who'"'"'s cell of @row, marked as that cell is
+function marked(r, row, who) {
+	return r == "-" ? r : r mark(row, who)
+}
+# the same for @mine, another column of ours, over @who, of metric @arr
+function pratio_of(row, mine, who, arr,    ko, kw, i, j, best, bd, d, n, a) {
 	ko = row SUBSEP mine; kw = row SUBSEP who
 	if (fails[ko] || fails[kw] || !nv[ko] || !nv[kw]) return "-"
 	n = 0
 	for (i = 1; i <= nv[kw]; i++) {
-		if (val[kw, i] == 0) return "-"
+		if (arr[kw, i] == 0) return "-"
 		best = 0
 		for (j = 1; j <= nv[ko]; j++) {
 			d = seq[ko, j] - seq[kw, i]
 			if (d < 0) d = -d
 			if (!best || d < bd) { best = j; bd = d }
 		}
-		a[++n] = val[ko, best] / val[kw, i]
+		a[++n] = arr[ko, best] / arr[kw, i]
 	}
 	return sprintf("%.2f", amedian(a, n))
+}
+function cputext(row, who,    key) {
+	key = row SUBSEP who
+	if (!runs[key]) return "-"
+	if (fails[key] || !nv[key]) return "FAIL"
+	return sprintf("%.0f", median_of(key, cpu))
 }
 # the connections axis has a table of its own (below)
 /^R cfg=scale-/ { next }
@@ -482,6 +525,9 @@ function pratio_of(row, mine, who,    ko, kw, i, j, best, bd, d, n, a) {
 		else v = f["p999_us"]
 		val[key, ++nv[key]] = v + 0
 		seq[key, nv[key]] = NR
+		# a number, or "" from a kcmperf that does not say
+		idle[key, nv[key]] = f["idle"] == "" ? "" : f["idle"] + 0
+		cpu[key, nv[key]] = f["cpu_ns_per_msg"] + 0
 		if (n_metrics == 1) mb[key, nv[key]] = f["mb_per_s"] + 0
 	}
 }
@@ -501,8 +547,9 @@ END {
 			o = cellv(r, "ours")
 			omb = "-"
 			if (n_metrics == 1 && o != "")
-				omb = sprintf("%.1f", mbmedian(r SUBSEP "ours"))
+				omb = sprintf("%.1f", median_of(r SUBSEP "ours", mb))
 			lat = m > 1
+			if (mark(r, "user") mark(r, "raw") != "") nmarked++
 			printf fmt_row, rc[1], rc[2], name, celltext(r, "ours", lat),
 			       celltext(r, "distro", lat), celltext(r, "user", lat),
 			       celltext(r, "raw", lat), pratio(r, "distro"),
@@ -514,10 +561,34 @@ END {
 	print "Ratios are ours/other: above 1 is better for msg/s and req/s,"
 	print "below 1 is better for latency; each is the median, over the"
 	print "other column'"'"'s runs, of ours'"'"' run of the same round over it"
-	print "(paired: a host that drifts moves both).  FAIL n/m: n of m runs lost,"
-	print "damaged or stalled messages; such a cell has no number.  EXXX:"
-	print "the error posted on a connection (err#: not an errno); every"
-	print "run in full (CPU use, MB/s, counts) is in results.txt."
+	print "(paired: a host that drifts moves both).  N%: the guest'"'"'s idle"
+	print "CPU share (both vCPUs, over the window) of the cell'"'"'s most idle"
+	print "run.  !: a baseline that left more than " idle_max "% idle in a run"
+	print "of a throughput row: it was held back by something else than"
+	print "receiving, and a ratio against it is no result (request/response"
+	print "is one request at a time, idle by design, never marked)."
+	print "FAIL n/m: n of m runs lost, damaged or stalled messages; such a"
+	print "cell has no number.  EXXX: the error posted on a connection"
+	print "(err#: not an errno); every run in full (CPU use, MB/s, counts)"
+	print "is in results.txt."
+	if (nmarked) print "Rows with a baseline marked !: " nmarked "."
+	print ""
+	print "CPU per message: ns of busy CPU (both vCPUs, softirqs included) over"
+	print "the window'"'"'s messages, medians; ratios ours/other, paired as above"
+	print "(below 1: ours costs less):"
+	fmt_c = "%-8s %-7s %9s %9s %9s %9s %7s %7s %7s\n"
+	printf fmt_c, "config", "tuning", "ours", "distro", "user", "raw",
+	       "o/dist", "o/user", "o/raw"
+	for (i = 1; i <= nrows; i++) {
+		split(rows[i], rc, SUBSEP)
+		if (rc[1] ~ /^rr/) continue
+		r = rows[i] SUBSEP 1
+		printf fmt_c, rc[1], rc[2], cputext(r, "ours"),
+		       cputext(r, "distro"), cputext(r, "user"), cputext(r, "raw"),
+		       pratio_of(r, "ours", "distro", cpu),
+		       pratio_of(r, "ours", "user", cpu),
+		       pratio_of(r, "ours", "raw", cpu)
+	}
 	np = split(parsers, pl, " ")
 	if (!np) exit
 	print ""
@@ -539,8 +610,8 @@ END {
 			       celltext(r, "ours-lenfield", lat),
 			       ratio(cellv(r, "ours-cbpf"), e),
 			       ratio(cellv(r, "ours-lenfield"), e),
-			       pratio_of(r, "ours-cbpf", "user"),
-			       pratio_of(r, "ours-lenfield", "user")
+			       marked(pratio_of(r, "ours-cbpf", "user", val), r, "user"),
+			       marked(pratio_of(r, "ours-lenfield", "user", val), r, "user")
 		}
 	}
 }' "$out/results.txt" >"$out/table.txt"
