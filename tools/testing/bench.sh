@@ -31,7 +31,9 @@
 # raises net.core.rmem_max to allow it); rxm-64 (rx-64 with the KCM
 # readers using recvmmsg(), 16 messages a call); rxb-64 and rxb-512 (rx
 # with our batched receive, KCM_RECV_BATCH 64: ours only, the distro
-# module has no such option); rxB-64 and rxB-512 (the same with reads as
+# module has no such option); rxb1-64 and rxb1-512 (the same with one
+# KCM socket and one reader, and the framer with one worker); rxB-64 and
+# rxB-512 (the same with reads as
 # large as the user-space framer's: 256 KB, KCM_RECV_BATCH 4096 and 512,
 # where that framer reads up to 1 MB a call); rxu-64 (rx-64 with the KCM readers using
 # io_uring, 64 IORING_OP_RECVs in flight each, kcmperf -U 64: both
@@ -65,10 +67,10 @@
 # rxb rows then run there too.
 #
 # --parsers (default 'cbpf lenfield'; '' for none): in the rx (rx-*,
-# rxb-*, rxB-*) and rr configurations ours also runs with these parsers
-# of our extensions (classic BPF, the built-in length field parser)
-# beside the eBPF one; a second table compares them with it and with
-# the user-space framer.
+# rxb-*, rxb1-*, rxB-*) and rr configurations ours also runs with these
+# parsers of our extensions (classic BPF, the built-in length field
+# parser) beside the eBPF one; a second table compares them with it and
+# with the user-space framer.
 #
 # Every run reports the guest's idle CPU share over its window (both
 # vCPUs; kcmperf's idle=) and its CPU time per message (busy time of the
@@ -160,7 +162,7 @@ install_ko() {
 	esac
 }
 
-default_cfgs="rx-64 rxm-64 rxb-64 rxB-64 rxu-64 rx-512 rxb-512 rxB-512 rx-16K rx-256K rr-64 tx-512 txb-64 txb-512 tls-512 tls-16K scale-rx scale-rxb scale-tx"
+default_cfgs="rx-64 rxm-64 rxb1-64 rxb-64 rxB-64 rxu-64 rx-512 rxb1-512 rxb-512 rxB-512 rx-16K rx-256K rr-64 tx-512 txb-64 txb-512 tls-512 tls-16K scale-rx scale-rxb scale-tx"
 all_cfgs="$default_cfgs tx-64"
 cfgs=${only:-$default_cfgs}
 for c in $cfgs; do
@@ -268,14 +270,14 @@ run() {
 		rxm-*) set -- "$@" -R 16 ;;
 		# rxu-*: KCM readers use io_uring, 64 receives in flight
 		rxu-*) set -- "$@" -U 64 ;;
-		rxb-* | rxB-* | scale-rxb)
+		rxb-* | rxb1-* | rxB-* | scale-rxb)
 			# batched receive: an extension, ours only (and
 			# another build of ours in the distro column)
 			[ "$who" = distro ] && [ "$distro_parser" = distro ] &&
 				return
 			# rxB: 256 KB reads, as large as the user framer's
 			case $cfg in
-			rxb-* | scale-rxb) set -- "$@" -G 64 ;;
+			rxb-* | rxb1-* | scale-rxb) set -- "$@" -G 64 ;;
 			*) set -- "$@" -G $((262144 / ${cfg#rxB-})) ;;
 			esac
 			;;
@@ -324,6 +326,7 @@ for cfg in $cfgs; do
 	rx-*) args="-m rx -s ${cfg#rx-} -c 2 -k 2" ;;
 	rxm-*) args="-m rx -s ${cfg#rxm-} -c 2 -k 2" ;;
 	rxb-*) args="-m rx -s ${cfg#rxb-} -c 2 -k 2" ;;
+	rxb1-*) args="-m rx -s ${cfg#rxb1-} -c 2 -k 1" ;;
 	rxB-*) args="-m rx -s ${cfg#rxB-} -c 2 -k 2" ;;
 	rxu-*) args="-m rx -s ${cfg#rxu-} -c 2 -k 2" ;;
 	rr-*) args="-m rr -s ${cfg#rr-} -c 1 -k 1" ;;
@@ -351,7 +354,7 @@ for cfg in $cfgs; do
 				set -- distro raw ours
 			fi
 			case $cfg in
-			rx-* | rxb-* | rxB-* | rr-*)
+			rx-* | rxb-* | rxb1-* | rxB-* | rr-*)
 				for p in $parsers; do
 					set -- "$@" "ours-$p"
 				done
@@ -598,7 +601,7 @@ END {
 	       "cbpf/e", "lenf/e", "cbpf/u", "lenf/u"
 	for (i = 1; i <= nrows; i++) {
 		split(rows[i], rc, SUBSEP)
-		if (rc[1] !~ /^(rx|rxb|rxB|rr)-/) continue
+		if (rc[1] !~ /^(rx|rxb|rxb1|rxB|rr)-/) continue
 		n_metrics = (rc[1] ~ /^rr/) ? 4 : 1
 		for (m = 1; m <= n_metrics; m++) {
 			r = rows[i] SUBSEP m
