@@ -66,11 +66,14 @@
 # build of ours (an older commit's kcm.ko) in the distro column; the
 # rxb rows then run there too.
 #
-# --parsers (default 'cbpf lenfield'; '' for none): in the rx (rx-*,
-# rxb-*, rxb1-*, rxB-*) and rr configurations ours also runs with these
-# parsers of our extensions (classic BPF, the built-in length field
-# parser) beside the eBPF one; a second table compares them with it and
-# with the user-space framer.
+# --parsers (default 'cbpf lenfield check'; '' for none): in the rx
+# (rx-*, rxb-*, rxb1-*, rxB-*) and rr configurations ours also runs with
+# these parsers beside the documented eBPF one: those of our extensions
+# (classic BPF, the built-in length field parser) and check, an eBPF
+# parser that checks every header against an array map (kcmperf -P
+# check); a table compares them with it and with the user-space framer,
+# and says what a run of each eBPF parser costs (BPF_PROG_TEST_RUN in the
+# guest) and what the check parser adds to the CPU time of a message.
 #
 # Every run reports the guest's idle CPU share over its window (both
 # vCPUs; kcmperf's idle=) and its CPU time per message (busy time of the
@@ -93,7 +96,7 @@ distro_parser=distro
 secs=2
 rounds=2
 only=
-parsers="cbpf lenfield"
+parsers="cbpf lenfield check"
 out=$build/bench
 timeout_s=
 
@@ -173,8 +176,8 @@ for c in $cfgs; do
 done
 for p in $parsers; do
 	case $p in
-	cbpf | lenfield) ;;
-	*) die "unknown parser '$p' (known: cbpf lenfield)" ;;
+	cbpf | lenfield | check) ;;
+	*) die "unknown parser '$p' (known: cbpf lenfield check)" ;;
 	esac
 done
 
@@ -481,6 +484,13 @@ function pratio_of(row, mine, who, arr,    ko, kw, i, j, best, bd, d, n, a) {
 	}
 	return sprintf("%.2f", amedian(a, n))
 }
+# the median test-run time of the parser of (@row, @who), or "-"
+function ptext(row, who,    n, i, a) {
+	n = pnn[row, who]
+	if (!n) return "-"
+	for (i = 1; i <= n; i++) a[i] = pnv[row, who, i]
+	return sprintf("%.0f", amedian(a, n))
+}
 function cputext(row, who,    key) {
 	key = row SUBSEP who
 	if (!runs[key]) return "-"
@@ -499,6 +509,7 @@ function cputext(row, who,    key) {
 	row = f["cfg"] SUBSEP f["tune"]
 	if (!(row in seen)) { seen[row] = 1; rows[++nrows] = row }
 	w = f["who"]
+	if (f["parser_ns"] != "") pnv[row, w, ++pnn[row, w]] = f["parser_ns"] + 0
 	n_metrics = (f["cfg"] ~ /^rr/) ? 4 : 1
 	for (m = 1; m <= n_metrics; m++) {
 		r = row SUBSEP m
@@ -595,10 +606,13 @@ END {
 	np = split(parsers, pl, " ")
 	if (!np) exit
 	print ""
-	print "Parsers of ours (extensions: classic BPF, built-in length field):"
-	fmt_p = "%-8s %-7s %-8s %-23s %-23s %-23s %8s %8s %8s %8s\n"
+	print "Parsers of ours: the documented eBPF one (ebpf), classic BPF and the"
+	print "built-in length field (extensions), and check, an eBPF parser that"
+	print "checks each header against an array map; msg/s, their ratios to"
+	print "ebpf and (paired) to the user framer:"
+	fmt_p = "%-8s %-7s %-8s %-14s %-14s %-14s %-14s %7s %7s %7s %7s %7s %7s\n"
 	printf fmt_p, "config", "tuning", "metric", "ebpf", "cbpf", "lenfield",
-	       "cbpf/e", "lenf/e", "cbpf/u", "lenf/u"
+	       "check", "cbpf/e", "lenf/e", "chk/e", "cbpf/u", "lenf/u", "chk/u"
 	for (i = 1; i <= nrows; i++) {
 		split(rows[i], rc, SUBSEP)
 		if (rc[1] !~ /^(rx|rxb|rxb1|rxB|rr)-/) continue
@@ -611,11 +625,33 @@ END {
 			printf fmt_p, rc[1], rc[2], name, celltext(r, "ours", lat),
 			       celltext(r, "ours-cbpf", lat),
 			       celltext(r, "ours-lenfield", lat),
+			       celltext(r, "ours-check", lat),
 			       ratio(cellv(r, "ours-cbpf"), e),
 			       ratio(cellv(r, "ours-lenfield"), e),
+			       ratio(cellv(r, "ours-check"), e),
 			       marked(pratio_of(r, "ours-cbpf", "user", val), r, "user"),
-			       marked(pratio_of(r, "ours-lenfield", "user", val), r, "user")
+			       marked(pratio_of(r, "ours-lenfield", "user", val), r, "user"),
+			       marked(pratio_of(r, "ours-check", "user", val), r, "user")
 		}
+	}
+	print ""
+	print "What a parser costs: a run of it alone (BPF_PROG_TEST_RUN in the"
+	print "guest, ns), and the CPU time of a message with it (ns, medians;"
+	print "check-ebpf: what checking each header adds to a message):"
+	fmt_q = "%-8s %-7s %8s %8s %9s %9s %9s %9s %10s\n"
+	printf fmt_q, "config", "tuning", "run ebpf", "run chk", "cpu ebpf",
+	       "cpu cbpf", "cpu lenf", "cpu chk", "check-ebpf"
+	for (i = 1; i <= nrows; i++) {
+		split(rows[i], rc, SUBSEP)
+		if (rc[1] !~ /^(rx|rxb|rxb1|rxB)-/) continue
+		r = rows[i] SUBSEP 1
+		e = cellv_of(r, "ours", cpu)
+		c = cellv_of(r, "ours-check", cpu)
+		d = (e != "" && c != "") ? sprintf("%+.0f", c - e) : "-"
+		printf fmt_q, rc[1], rc[2], ptext(rows[i], "ours"),
+		       ptext(rows[i], "ours-check"), cputext(r, "ours"),
+		       cputext(r, "ours-cbpf"), cputext(r, "ours-lenfield"),
+		       cputext(r, "ours-check"), d
 	}
 }' "$out/results.txt" >"$out/table.txt"
 
