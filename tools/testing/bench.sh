@@ -87,6 +87,7 @@
 # not fatal), 1 otherwise, 2 when the VM itself failed.
 set -euo pipefail
 
+args_given=("$@")
 top=$(cd "$(dirname "$0")/../.." && pwd)
 build=$top/.build
 module=
@@ -386,6 +387,21 @@ KCM_VM_TCG_THREAD=${KCM_VM_TCG_THREAD:-multi} \
 grep -a '^R ' "$out/vm/output.log" | tr -d '\r' >"$out/results.txt" || true
 [ -s "$out/results.txt" ] || die "no results (VM exit $vm_rc); see $out/vm"
 
+# How to run this bench again: make's line (it adds --module and --kver).
+repro=
+for a in "${args_given[@]}"; do
+	case $a in
+	"" | *[[:space:]]*) repro+=" \"$a\"" ;;
+	*) repro+=" $a" ;;
+	esac
+done
+repro=$(printf '%s\n' "$repro" |
+	sed -E 's/ --(module|kver) [^ ]+//g; s/^ //')
+commit=$(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown)
+git -C "$top" diff --quiet HEAD 2>/dev/null || commit="$commit (uncommitted changes)"
+printf "Reproduce: at %s, make bench KVER=%s BENCH_ARGS='%s'\n" \
+	"$commit" "$kver" "$repro" >"$out/table.txt"
+
 # The table: medians per configuration, tuning and implementation.
 awk -v secs="$secs" -v parsers="$parsers" -v idle_max=5 '
 # rates with k and M, latencies in plain microseconds
@@ -653,7 +669,7 @@ END {
 		       cputext(r, "ours-cbpf"), cputext(r, "ours-lenfield"),
 		       cputext(r, "ours-check"), d
 	}
-}' "$out/results.txt" >"$out/table.txt"
+}' "$out/results.txt" >>"$out/table.txt"
 
 # The connections axis: per configuration and module, one column per N.
 awk '
