@@ -49,10 +49,12 @@
  * A message is a 4-byte big-endian length (of what follows), a 4-byte
  * source (connection or sending socket), an 8-byte sequence number per
  * source, then bytes of a fixed random pattern starting at an offset
- * that depends on the sequence number.  Every message is checked where it
- * is received: size, header, pattern, and sequence numbers increasing per
- * source, so a message that arrives cut, merged, shifted, duplicated or
- * reordered counts as bad.  After the timed window the senders stop at a
+ * that depends on the sequence number, and (from 24 bytes on) a trailer,
+ * the sequence number complemented.  Every message is checked where it
+ * is received: size, header, sequence numbers increasing per source,
+ * trailer, and 8 bytes of the pattern every 4 KB (-X: all of it), so a
+ * message that arrives cut, merged, shifted, duplicated or reordered
+ * counts as bad.  After the timed window the senders stop at a
  * message boundary and the receivers must get every message sent; if
  * nothing moves for -W seconds the run has stalled.  A run with a bad or
  * lost message, or a stall, prints result=FAIL and exits 1.
@@ -204,10 +206,13 @@ static void help(int status)
 		"  -K        kernel TLS (1.3, AES-GCM-128, a test key) on both\n"
 		"            ends of every connection: every mode reads and\n"
 		"            writes through it\n"
+		"  -X        check every payload byte of every message (else\n"
+		"            the header, the trailer and 8 bytes every %d)\n"
 		"  -v        show every bad message\n"
 		"Prints one line of key=value (scale: one per N); exit 0 ok,\n"
 		"1 bad/lost/stalled, 2 error.\n",
-		HDR, USER_QLIMIT, RX_TCP_RCVBUF >> 10, SCALE_TCP_BUF);
+		HDR, USER_QLIMIT, RX_TCP_RCVBUF >> 10, SCALE_TCP_BUF,
+		CHECK_STRIDE);
 	exit(status);
 }
 
@@ -275,7 +280,7 @@ static void parse_args(int argc, char **argv)
 	};
 	int ch;
 
-	while ((ch = getopt_long(argc, argv, "i:m:P:s:c:d:k:t:w:n:R:G:S:B:T:W:U:Kvh",
+	while ((ch = getopt_long(argc, argv, "i:m:P:s:c:d:k:t:w:n:R:G:S:B:T:W:U:KXvh",
 				 longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'i':
@@ -336,6 +341,9 @@ static void parse_args(int argc, char **argv)
 			break;
 		case 'K':
 			opt.ktls = true;
+			break;
+		case 'X':
+			opt.full_check = true;
 			break;
 		case 'h':
 			help(0);

@@ -22,6 +22,8 @@
 #include "kcm_util.h"
 
 #define HDR		16		/* length, source, sequence number */
+#define TRAILER		8		/* the sequence number, complemented */
+#define CHECK_STRIDE	4096		/* payload bytes between two samples */
 #define MAX_SIZE	(64 << 20)
 #define MAX_CONNS	64
 #define MAX_KCMS	64
@@ -85,6 +87,7 @@ struct options {
 	double stall;
 	bool verbose;
 	bool ktls;		/* -K: kTLS on both ends of every connection */
+	bool full_check;	/* -X: every payload byte, not samples */
 	enum parser parser;
 };
 

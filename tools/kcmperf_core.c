@@ -213,9 +213,20 @@ static size_t pat_off(uint64_t seq)
 	return (seq % per_buf) & (PAT_SPAN - 1);
 }
 
+/* Bytes of a message's trailer: none below HDR + TRAILER bytes. */
+static size_t trailer_len(size_t n)
+{
+	return n >= HDR + TRAILER ? TRAILER : 0;
+}
+
+/* The sequence number, and the trailer that repeats it (complemented). */
 void msg_set_seq(char *p, uint64_t seq)
 {
+	uint64_t t = ~seq;
+
 	memcpy(p + 8, &seq, 8);
+	if (trailer_len(opt.size))
+		memcpy(p + opt.size - TRAILER, &t, TRAILER);
 }
 
 void msg_fill(char *p, uint32_t src, uint64_t seq)
@@ -224,8 +235,8 @@ void msg_fill(char *p, uint32_t src, uint64_t seq)
 
 	memcpy(p, &len, 4);
 	memcpy(p + 4, &src, 4);
-	msg_set_seq(p, seq);
 	memcpy(p + HDR, pattern + pat_off(seq), opt.size - HDR);
+	msg_set_seq(p, seq);
 }
 
 /* @n messages of source @src with sequence numbers 0..n-1 */
@@ -260,13 +271,34 @@ void show_bad(struct checker *ck, const char *p, size_t n, const char *why)
 }
 
 /*
- * Checks message @p of @n bytes; @flag is the source bit it must carry
- * (RESP_FLAG on answers).  Returns its source, or -1 when it is bad.
+ * The payload of message @p (@n bytes, sequence number @seq) between its
+ * header and its trailer: all of it with -X, else 8 bytes every
+ * CHECK_STRIDE, the first right after the header.
+ */
+static bool payload_ok(const char *p, size_t n, uint64_t seq)
+{
+	const char *want = pattern + pat_off(seq);
+	size_t end = n - trailer_len(n) - HDR, off;
+
+	p += HDR;
+	if (opt.full_check)
+		return !memcmp(p, want, end);
+	for (off = 0; off + 8 <= end; off += CHECK_STRIDE)
+		if (memcmp(p + off, want + off, 8))
+			return false;
+	return true;
+}
+
+/*
+ * Checks message @p of @n bytes: its size, header, sequence number (not
+ * below the last of its source), payload (payload_ok()) and trailer;
+ * @flag is the source bit it must carry (RESP_FLAG on answers).  Returns
+ * its source, or -1 when it is bad.
  */
 long msg_check(struct checker *ck, const char *p, size_t n, uint32_t flag)
 {
 	uint32_t len, src;
-	uint64_t seq;
+	uint64_t seq, t;
 
 	if (n != opt.size) {
 		show_bad(ck, p, n, "wrong size");
@@ -285,9 +317,16 @@ long msg_check(struct checker *ck, const char *p, size_t n, uint32_t flag)
 		show_bad(ck, p, n, "sequence number went back");
 		return -1;
 	}
-	if (memcmp(p + HDR, pattern + pat_off(seq), n - HDR)) {
+	if (!payload_ok(p, n, seq)) {
 		show_bad(ck, p, n, "payload differs");
 		return -1;
+	}
+	if (trailer_len(n)) {
+		memcpy(&t, p + n - TRAILER, TRAILER);
+		if (t != ~seq) {
+			show_bad(ck, p, n, "trailer differs");
+			return -1;
+		}
 	}
 	ck->next[src] = seq + 1;
 	return src;

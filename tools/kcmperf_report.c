@@ -109,6 +109,7 @@ void print_common(double secs)
 		printf(" parser_ns=%.0f", parser_ns);
 	if (opt.ktls)
 		printf(" ktls=1");
+	printf(" check=%s", opt.full_check ? "full" : "sampled");
 }
 
 /* Before another run in the same process (scale). */
