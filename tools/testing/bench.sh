@@ -16,7 +16,7 @@
 #   bench.sh --module KO [--kver VER] [--distro-module KO]
 #            [--distro-parser P] [--secs S]
 #            [--rounds N] [--only 'CFG ...'] [--parsers 'P ...'] [--out DIR]
-#            [--timeout S]
+#            [--timeout S] [--full-check]
 #
 # Configurations (CFG): rx-64 rx-512 rx-16K rx-256K (receive throughput,
 # 2 TCP connections x 2 KCM sockets, each read by a thread of its own;
@@ -82,6 +82,11 @@
 # back by something other than its receiving (the sender, wake-ups): the
 # table marks it and every ratio against it with '!'.
 #
+# Every message is checked where it is received (kcmperf: size, header,
+# sequence number, trailer and samples of the payload); --full-check
+# compares every byte of every message (kcmperf -X), at a cost to every
+# receiving column.
+#
 # Exit status: 0 when every run of ours and of the baselines passed (the
 # distribution module failing is the upstream framing bug, reported but
 # not fatal), 1 otherwise, 2 when the VM itself failed.
@@ -100,13 +105,14 @@ only=
 parsers="cbpf lenfield check"
 out=$build/bench
 timeout_s=
+full_check=0
 
 usage() {
 	cat >&2 <<'EOF'
 usage: bench.sh --module KO [--kver VER] [--distro-module KO]
                 [--distro-parser distro|ebpf] [--secs S (2)]
                 [--rounds N (2)] [--only 'CFG ...'] [--parsers 'P ...']
-                [--out DIR] [--timeout S (600 + 420 a round)]
+                [--out DIR] [--timeout S (600 + 420 a round)] [--full-check]
 EOF
 	exit 2
 }
@@ -123,6 +129,7 @@ while [ $# -gt 0 ]; do
 	--parsers) parsers=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
 	--timeout) timeout_s=$2; shift 2 ;;
+	--full-check) full_check=1; shift ;;
 	*) usage ;;
 	esac
 done
@@ -198,6 +205,7 @@ rounds=$rounds
 cfgs="$cfgs"
 parsers="$parsers"
 distro_parser=$distro_parser
+full_check=$full_check
 GUEST
 cat >>"$payload/bench-guest.sh" <<'GUEST'
 stall=3
@@ -294,6 +302,8 @@ run() {
 		fi
 		;;
 	esac
+	# --full-check: every payload byte, not samples
+	[ "$full_check" = 1 ] && set -- "$@" -X
 	out=$(timeout -s KILL "$lim" ./kcmperf -i "$impl" -t "$secs" \
 		-W "$stall" "$@" 2>/tmp/err)
 	rc=$?
