@@ -8,9 +8,10 @@
  *       read by a thread of its own (SO_RCVTIMEO 50 ms); a sender
  *       process, forked before any thread, has a thread per connection
  *       that writes pre-built length-prefixed messages, about 64 KB per
- *       write() (TCP_NODELAY, SO_SNDBUF 256 KB), so that the sender is
- *       not what is measured; the receiving sockets get SO_RCVBUF 512 KB
- *       (-T) from the listener.
+ *       write() (TCP_NODELAY), so that the sender is not what is
+ *       measured.  TCP sizes both ends' buffers itself, but for
+ *       messages over 32 KB, which need SO_RCVBUF (-T) from the
+ *       listener.
  *   tx  M KCM sockets send with send() or sendmmsg() (-S) over the N
  *       connections; a reader thread per TCP peer splits and checks.
  *   rr  one request at a time: a client writes a request on its TCP
@@ -200,8 +201,8 @@ static void help(int status)
 		"            worker (default: untouched; user %d)\n"
 		"  -T BYTES  SO_RCVBUF of the receiving TCP sockets (-1: 4x the\n"
 		"            message size above 32 KB, else untouched; rx: set on\n"
-		"            the listener, %d KB at the least; scale: %d, and\n"
-		"            SO_SNDBUF of its writers)\n"
+		"            the listener; scale: %d, and SO_SNDBUF of its\n"
+		"            writers)\n"
 		"  -W SECS   stalled after SECS without progress (3)\n"
 		"  -K        kernel TLS (1.3, AES-GCM-128, a test key) on both\n"
 		"            ends of every connection: every mode reads and\n"
@@ -211,7 +212,7 @@ static void help(int status)
 		"  -v        show every bad message\n"
 		"Prints one line of key=value (scale: one per N); exit 0 ok,\n"
 		"1 bad/lost/stalled, 2 error.\n",
-		HDR, USER_QLIMIT, RX_TCP_RCVBUF >> 10, SCALE_TCP_BUF,
+		HDR, USER_QLIMIT, SCALE_TCP_BUF,
 		CHECK_STRIDE);
 	exit(status);
 }

@@ -31,8 +31,6 @@
 #define PAT_SPAN	256		/* pattern offsets */
 #define WRITE_BYTES	(256 << 10)	/* a stream sender's write() (tx) */
 #define RX_WRITE_BYTES	(64 << 10)	/* a forked sender's write() (rx) */
-#define RX_SNDBUF	(256 << 10)	/* SO_SNDBUF of a forked sender */
-#define RX_TCP_RCVBUF	(512 << 10)	/* rx: SO_RCVBUF of the listener */
 #define RX_TIMEO_MS	50		/* SO_RCVTIMEO of a KCM reader */
 #define READ_MIN	(64 << 10)	/* smallest read() of a stream reader */
 #define CHUNK_BYTES	(1 << 20)	/* user framer's receive chunks */

@@ -413,8 +413,8 @@ void conns_alloc(int n)
 /*
  * @n loopback connections: peer[i] connected, local[i] accepted.  One at
  * a time, so that the accepted socket is the one just connected.  rx
- * (fork_tx) sets the receiving ends' SO_RCVBUF on the listener, before
- * the handshake that fixes their window scale.
+ * (fork_tx) sets the receiving ends' SO_RCVBUF, when it does, on the
+ * listener, before the handshake that fixes their window scale.
  */
 void tcp_pairs(int n)
 {
@@ -442,19 +442,13 @@ void tcp_pairs(int n)
 	close(l);
 }
 
-/*
- * A receiving TCP socket: -T, else messages over 32 KB need a set
- * SO_RCVBUF, and rx (fork_tx) sets RX_TCP_RCVBUF at the least.
- */
+/* A receiving TCP socket: messages over 32 KB need a set SO_RCVBUF. */
 void tcp_rcvbuf(int fd)
 {
 	long want = opt.tcp_rcvbuf;
 
-	if (want < 0) {
+	if (want < 0)
 		want = opt.size > (32 << 10) ? 4 * (long)opt.size : 0;
-		if (modes[opt.mode]->fork_tx && want < RX_TCP_RCVBUF)
-			want = RX_TCP_RCVBUF;
-	}
 	if (want > INT_MAX / 2)
 		want = INT_MAX / 2;
 	if (want) {

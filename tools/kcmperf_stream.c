@@ -6,10 +6,10 @@
  * and the peers that check what KCM sends in tx.
  *
  * rx (fork_tx) runs its senders in a process of its own, forked before
- * any thread exists: a thread per connection, TCP_NODELAY, RX_SNDBUF,
- * writes of about RX_WRITE_BYTES.  What they count and the flags that
- * stop them are in the MAP_SHARED struct shared; they start when the
- * receivers are set up (senders_go()).
+ * any thread exists: a thread per connection, TCP_NODELAY, writes of
+ * about RX_WRITE_BYTES, SO_SNDBUF left to TCP's autotuning.  What they
+ * count and the flags that stop them are in the MAP_SHARED struct
+ * shared; they start when the receivers are set up (senders_go()).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -99,10 +99,8 @@ void senders_fork(void)
 	pid_t parent = getpid();
 	long i;
 
-	for (i = 0; i < opt.conns; i++) {
+	for (i = 0; i < opt.conns; i++)
 		set_int(peer[i], IPPROTO_TCP, TCP_NODELAY, 1);
-		set_int(peer[i], SOL_SOCKET, SO_SNDBUF, RX_SNDBUF);
-	}
 	n_tx = opt.conns;
 	fflush(NULL);
 	sender_pid = fork();

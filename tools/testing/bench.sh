@@ -21,11 +21,11 @@
 # Configurations (CFG): rx-64 rx-512 rx-16K rx-256K (receive throughput,
 # 2 TCP connections x 2 KCM sockets, each read by a thread of its own;
 # the messages come from a sender process, a thread per connection
-# writing 64 KB at a time, TCP_NODELAY, SO_SNDBUF 256 KB, into receiving
-# sockets with SO_RCVBUF 512 KB set on the listener; the user-space
-# framer: one epoll thread cutting messages for as many worker threads as
-# KCM has readers; raw TCP: one epoll thread reading 1 MB at a time) and
-# rr-64 (request/response latency,
+# writing 64 KB at a time, TCP_NODELAY, TCP sizing both ends' buffers
+# (but SO_RCVBUF 4x the message above 32 KB, set on the listener); the
+# user-space framer: one epoll thread cutting messages for as many
+# worker threads as KCM has readers; raw TCP: one epoll thread reading
+# 1 MB at a time) and rr-64 (request/response latency,
 # 1 connection, 1 KCM socket), each with default socket buffers and with
 # the distribution module's best tuning (KCM SO_RCVBUF 8 MB; the guest
 # raises net.core.rmem_max to allow it); rxm-64 (rx-64 with the KCM
