@@ -10,8 +10,8 @@
  *       that writes pre-built length-prefixed messages, about 64 KB per
  *       write() (TCP_NODELAY), so that the sender is not what is
  *       measured.  TCP sizes both ends' buffers itself, but for
- *       messages over 32 KB, which need SO_RCVBUF (-T) from the
- *       listener.
+ *       messages over 32 KB, which need SO_RCVBUF (-T; 16 messages)
+ *       from the listener.
  *   tx  M KCM sockets send with send() or sendmmsg() (-S) over the N
  *       connections; a reader thread per TCP peer splits and checks.
  *   rr  one request at a time: a client writes a request on its TCP
@@ -199,7 +199,7 @@ static void help(int status)
 		"  -S B      tx: sendmmsg() B messages (kcm), B per write (user)\n"
 		"  -B BYTES  SO_RCVBUF of each KCM socket, user: bytes queued per\n"
 		"            worker (default: untouched; user %d)\n"
-		"  -T BYTES  SO_RCVBUF of the receiving TCP sockets (-1: 4x the\n"
+		"  -T BYTES  SO_RCVBUF of the receiving TCP sockets (-1: %dx the\n"
 		"            message size above 32 KB, else untouched; rx: set on\n"
 		"            the listener; scale: %d, and SO_SNDBUF of its\n"
 		"            writers)\n"
@@ -212,7 +212,7 @@ static void help(int status)
 		"  -v        show every bad message\n"
 		"Prints one line of key=value (scale: one per N); exit 0 ok,\n"
 		"1 bad/lost/stalled, 2 error.\n",
-		HDR, USER_QLIMIT, SCALE_TCP_BUF,
+		HDR, USER_QLIMIT, TCP_RCVBUF_MSGS, SCALE_TCP_BUF,
 		CHECK_STRIDE);
 	exit(status);
 }

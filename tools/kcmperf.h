@@ -32,6 +32,7 @@
 #define WRITE_BYTES	(256 << 10)	/* a stream sender's write() (tx) */
 #define RX_WRITE_BYTES	(64 << 10)	/* a forked sender's write() (rx) */
 #define RX_TIMEO_MS	50		/* SO_RCVTIMEO of a KCM reader */
+#define TCP_RCVBUF_MSGS	16		/* SO_RCVBUF above 32 KB, in messages */
 #define READ_MIN	(64 << 10)	/* smallest read() of a stream reader */
 #define CHUNK_BYTES	(1 << 20)	/* user framer's receive chunks */
 #define RING_SLOTS	65536		/* user framer's hand-off ring */

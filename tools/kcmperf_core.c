@@ -442,13 +442,18 @@ void tcp_pairs(int n)
 	close(l);
 }
 
-/* A receiving TCP socket: messages over 32 KB need a set SO_RCVBUF. */
+/*
+ * A receiving TCP socket: messages over 32 KB need a set SO_RCVBUF (KCM
+ * takes no message longer), and room for TCP_RCVBUF_MSGS of them, so
+ * that the senders do not wait for each read.
+ */
 void tcp_rcvbuf(int fd)
 {
 	long want = opt.tcp_rcvbuf;
 
 	if (want < 0)
-		want = opt.size > (32 << 10) ? 4 * (long)opt.size : 0;
+		want = opt.size > (32 << 10) ?
+		       TCP_RCVBUF_MSGS * (long)opt.size : 0;
 	if (want > INT_MAX / 2)
 		want = INT_MAX / 2;
 	if (want) {

@@ -22,7 +22,7 @@
 # 2 TCP connections x 2 KCM sockets, each read by a thread of its own;
 # the messages come from a sender process, a thread per connection
 # writing 64 KB at a time, TCP_NODELAY, TCP sizing both ends' buffers
-# (but SO_RCVBUF 4x the message above 32 KB, set on the listener); the
+# (but SO_RCVBUF 16x the message above 32 KB, on the listener); the
 # user-space framer: one epoll thread cutting messages for as many
 # worker threads as KCM has readers; raw TCP: one epoll thread reading
 # 1 MB at a time) and rr-64 (request/response latency,
