@@ -112,7 +112,7 @@ usage() {
 usage: bench.sh --module KO [--kver VER] [--distro-module KO]
                 [--distro-parser distro|ebpf] [--secs S (2)]
                 [--rounds N (2)] [--only 'CFG ...'] [--parsers 'P ...']
-                [--out DIR] [--timeout S (600 + 420 a round)] [--full-check]
+                [--out DIR] [--timeout S (600 + 540 a round)] [--full-check]
 EOF
 	exit 2
 }
@@ -144,8 +144,8 @@ die() {
 [ -x "$top/tools/kcmperf" ] || die "tools/kcmperf not built: make tools"
 [[ $secs =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "--secs wants seconds, not '$secs'"
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || die "--rounds wants a positive number"
-# a round of every configuration takes 4 to 5 minutes in TCG
-[ -n "$timeout_s" ] || timeout_s=$((600 + 420 * rounds))
+# a round of every configuration takes 5 to 7 minutes in TCG
+[ -n "$timeout_s" ] || timeout_s=$((600 + 540 * rounds))
 [[ $timeout_s =~ ^[1-9][0-9]*$ ]] || die "--timeout wants seconds"
 modinfo=$(PATH=$PATH:/sbin:/usr/sbin command -v modinfo) ||
 	die "modinfo not found: apt-get install kmod"
