@@ -13,19 +13,24 @@
 #                   PROFILE_ARGS=... are options of tools/testing/profile.sh
 #   make check-debug the selftests on a KASAN/lockdep/kmemleak kernel built
 #                   from linux-source-6.1 with our net/kcm (cached build;
-#                   DEBUG_LINE=6.12 or 6.12-rt: from linux-source-6.12)
+#                   DEBUG_LINE=6.12 or 6.12-rt: from linux-source-6.12;
+#                   DEBUG_LINE=7.2: from linux-source-7.2 of the Debian 13
+#                   root)
 #   make debug-kernel  only build (or reuse) that kernel and its kcm.ko
-#   make lint       checkpatch --strict, W=1, sparse, kernel-doc, shellcheck
+#   make lint       checkpatch --strict, W=1, sparse, kernel-doc, shellcheck;
+#                   then W=1 against every kernel that has headers
 #   make install    kcm.ko into /lib/modules/KVER/updates/ (INSTALL_MOD_PATH
 #                   prefixes it) then depmod; kcmstat and the kcm(7) man
 #                   page under $(DESTDIR)$(PREFIX).  make uninstall undoes it.
-#   make deps       apt-get install what all of the above needs
+#   make deps       apt-get install what all of the above needs, and make
+#                   the Debian 13 root of the 7.x kernels
 #   make kselftest-tree KSRC=<kernel source>  the selftests into that tree
 #                   as tools/testing/selftests/net/kcm (and our UAPI
 #                   header as its include/uapi/linux/kcm.h)
 
 # The kernel (tools/testing/kver.sh, which prints its choice): KVER=<version>
-# picks one; KDIR=<headers or build tree> builds against any other.  Unset,
+# picks one, of this machine or of the Debian 13 root (KVER=7.3.4+deb13-amd64);
+# KDIR=<headers or build tree> builds against any other.  Unset,
 # a plain build uses the running kernel's headers when they exist, and the
 # rig (check, run, bench, profile) a kernel whose image and headers are
 # both installed.  Those targets install missing packages first and only
@@ -43,6 +48,14 @@ KVER := $(shell tools/testing/kver.sh build $(KVER))
 endif
 KDIR = /lib/modules/$(KVER)/build
 endif
+# A kernel of the Debian 13 root (tools/testing/trixie-root.sh) is built
+# inside that root, where KDIR is the same path.  KROOT: that root, empty
+# for this machine's kernels and for a KDIR given (the rig's *-on targets
+# are given both).
+ifeq ($(origin KROOT),undefined)
+KROOT := $(if $(KDIR_GIVEN),,$(if $(KVER),$(shell tools/testing/kver.sh root $(KVER) 2>/dev/null)))
+endif
+IN_ROOT := $(if $(KROOT),tools/testing/trixie-root.sh run)
 # ours | distro | /path/to/kcm.ko: the module the VM tests load
 KCM_MODULE ?= ours
 
@@ -50,7 +63,7 @@ BUILD := $(CURDIR)/.build
 VM := tools/testing/vm/vm.sh
 TIMEOUT ?= 900
 # DEBUG_LINE=6.12: the debug kernel from linux-source-6.12; 6.12-rt: the same
-# with PREEMPT_RT
+# with PREEMPT_RT; 7.2: from linux-source-7.2 (trixie-backports)
 DEBUG_LINE ?= 6.1
 DEBUG := $(BUILD)/debug$(if $(filter-out 6.1,$(DEBUG_LINE)),-$(DEBUG_LINE))
 DEBUG_TIMEOUT ?= 1500
@@ -69,12 +82,12 @@ PROFILE_ARGS ?=
 all: modules
 
 modules:
-	@test -d "$(KDIR)" || { echo "kcm: no kernel headers at '$(KDIR)':" \
+	@test -d "$(KROOT)$(KDIR)" || { echo "kcm: no kernel headers at '$(KROOT)$(KDIR)':" \
 		"apt-get install linux-headers-amd64 (or run 'make deps')" >&2; exit 1; }
-	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
+	$(IN_ROOT) $(MAKE) -C $(KDIR) M=$(CURDIR) modules
 
 clean:
-	-$(MAKE) -C $(KDIR) M=$(CURDIR) clean
+	-$(IN_ROOT) $(MAKE) -C $(KDIR) M=$(CURDIR) clean
 	$(MAKE) -C selftests clean
 	$(MAKE) -C tools clean
 	rm -rf $(BUILD)
@@ -83,8 +96,9 @@ deps:
 	tools/deps.sh install
 
 # updates/ is searched by depmod before kernel/: modprobe and the net-pf-41
-# autoload then pick this module over the kernel's own.
-INSTALL_MOD_PATH ?=
+# autoload then pick this module over the kernel's own.  A kernel of the
+# Debian 13 root gets it in that root.
+INSTALL_MOD_PATH ?= $(KROOT)
 MOD_DIR := $(INSTALL_MOD_PATH)/lib/modules/$(KVER)/updates
 DEPMOD := PATH=$$PATH:/sbin:/usr/sbin depmod $(if $(INSTALL_MOD_PATH),-b $(INSTALL_MOD_PATH))
 PREFIX ?= /usr/local
@@ -119,8 +133,8 @@ tools:
 ifeq ($(KCM_MODULE),ours)
 GUEST_KO = $(CURDIR)/kcm.ko
 else ifeq ($(KCM_MODULE),distro)
-GUEST_KO = $(firstword $(wildcard /lib/modules/$(KVER)/kernel/net/kcm/kcm.ko*) \
-	/lib/modules/$(KVER)/kernel/net/kcm/kcm.ko)
+GUEST_KO = $(firstword $(wildcard $(KROOT)/lib/modules/$(KVER)/kernel/net/kcm/kcm.ko*) \
+	$(KROOT)/lib/modules/$(KVER)/kernel/net/kcm/kcm.ko)
 else
 GUEST_KO = $(KCM_MODULE)
 endif
@@ -130,7 +144,8 @@ define rig_kernel
 	+@kver=$$(tools/testing/kver.sh $(2) $(KVER)) || \
 		{ echo "0 passed, 1 failed"; exit 1; }; \
 	$(MAKE) --no-print-directory $(1)-on KVER=$$kver \
-		KDIR=$(or $(KDIR_GIVEN),/lib/modules/$$kver/build)
+		KDIR=$(or $(KDIR_GIVEN),/lib/modules/$$kver/build) \
+		KROOT=$(if $(KDIR_GIVEN),,$$(tools/testing/kver.sh root $$kver 2>/dev/null))
 endef
 
 BUILD_ALL = $(MAKE) --no-print-directory modules selftests tools >$(BUILD).log 2>&1 || \
@@ -170,7 +185,7 @@ profile-on:
 
 # The kernel build is cached outside the repo (tools/testing/debug-kernel.sh).
 # DEBUG_LINE=6.12: built from linux-source-6.12 instead of 6.1; 6.12-rt: with
-# PREEMPT_RT as well.
+# PREEMPT_RT as well; 7.2: from linux-source-7.2.
 debug-kernel: deps-check
 	tools/testing/debug-kernel.sh --out $(DEBUG) --line $(DEBUG_LINE)
 
@@ -193,4 +208,4 @@ lint: deps-check
 	$(call rig_kernel,lint,build)
 
 lint-on:
-	tools/lint.sh --kdir $(KDIR)
+	tools/lint.sh --kdir $(KDIR) $(if $(KROOT),--root $(KROOT)) --kernels

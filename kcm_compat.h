@@ -17,19 +17,29 @@
  *    decrypted records, and its sendmsg() takes MSG_SPLICE_PAGES (6.5):
  *    from then on KCM carries kTLS connections (kcm_tls.c); before, a
  *    TLS socket's read_sock is TCP's, which would read ciphertext.
+ *  - 6.4: memcg_kmem_enabled() is named memcg_kmem_online().
  *  - 6.6: register_net_sysctl_sz() takes the size of the table, which
  *    no longer needs an empty entry at its end (and later may not have
  *    one): KCM's tables keep it, and its size is given without it.
+ *  - 6.9: page_frag_cache_drain() gives back a fragment cache's page; from
+ *    6.13 on the cache no longer keeps it in ->va (encoded_page), so only
+ *    that call can.
  *  - 6.10: proto_ops.accept takes a struct proto_accept_arg.
  *  - 6.11: skb_frag_unref() and friends live in <linux/skbuff_ref.h>.
  *  - 6.12: <asm/unaligned.h> became <linux/unaligned.h> (kcm_parser.c and
  *    kcm_strp_test.c include this header for it).
+ *  - 6.13: page_frag_alloc() of more than a page fails whenever the
+ *    cache's current page has no room left for it, where it used to take
+ *    a new page (kcm_frag_skb() then drains the cache and asks again);
+ *    the cache's page is ->encoded_page, not ->va
+ *    (kcm_frag_cache_has_page()).
  */
 
 #ifndef __KCM_COMPAT_H
 #define __KCM_COMPAT_H
 
 #include <linux/bvec.h>
+#include <linux/memcontrol.h>
 #include <linux/net.h>
 #include <linux/socket.h>
 #include <linux/uio.h>
@@ -161,6 +171,19 @@ static inline bool kcm_tls_carried(void)
 #endif /* 6.6 */
 
 /*
+ * Are kernel allocations (__GFP_ACCOUNT) charged to memory cgroups?
+ * memcg_kmem_enabled() became memcg_kmem_online() in 6.4.
+ */
+static inline bool kcm_memcg_kmem_on(void)
+{
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 4, 0)
+	return memcg_kmem_online();
+#else
+	return memcg_kmem_enabled();
+#endif
+}
+
+/*
  * Register the @n entries of @table (an empty one follows them) under
  * @path of @net's sysctls.  register_net_sysctl_sz(): 6.6.
  */
@@ -193,6 +216,78 @@ static inline int kcm_accept(struct socket *sock, struct socket *newsock,
 }
 
 #endif
+
+/**
+ * kcm_frag_skb() - an empty skb for a small message, head from a page
+ *	fragment cache
+ * @nc: the psock's or KCM socket's cache
+ * @size: room for data
+ * @gfp: allocation flags
+ *
+ * No kmalloc() per message, and (with init_on_alloc) only the bytes used
+ * are ever zeroed, once per page.  The head is a page fragment, so TCP can
+ * take it by reference.
+ *
+ * Context: whatever serialises @nc (the TCP or the KCM socket's lock).
+ * Return: the skb, or NULL.
+ */
+static inline struct sk_buff *kcm_frag_skb(struct page_frag_cache *nc,
+					   unsigned int size, gfp_t gfp)
+{
+	unsigned int fragsz = SKB_DATA_ALIGN(size) +
+			      SKB_DATA_ALIGN(sizeof(struct skb_shared_info));
+	struct sk_buff *skb;
+	void *data;
+
+	data = page_frag_alloc(nc, fragsz, gfp);
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 13, 0)
+	/* more than a page: from a new page when the current one is short */
+	if (!data && fragsz > PAGE_SIZE) {
+		page_frag_cache_drain(nc);
+		data = page_frag_alloc(nc, fragsz, gfp);
+	}
+#endif
+	if (!data)
+		return NULL;
+	skb = build_skb(data, fragsz);
+	if (!skb)
+		skb_free_frag(data);
+	return skb;
+}
+
+/*
+ * Does fragment cache @nc hold a page (charged whole while it does)?
+ * Context: whatever serialises @nc.  6.13 keeps the page encoded with
+ * its order in ->encoded_page, no longer at ->va.
+ */
+static inline bool kcm_frag_cache_has_page(const struct page_frag_cache *nc)
+{
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 13, 0)
+	return nc->encoded_page;
+#else
+	return nc->va;
+#endif
+}
+
+/**
+ * kcm_frag_cache_drain() - give back the page of a fragment cache
+ * @nc: a psock's or KCM socket's cache of small-message heads
+ *
+ * Fragments already handed out keep their own page references.
+ *
+ * Context: whatever serialises @nc (the TCP or the KCM socket's lock).
+ */
+static inline void kcm_frag_cache_drain(struct page_frag_cache *nc)
+{
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 9, 0)
+	page_frag_cache_drain(nc);
+#else
+	if (!nc->va)
+		return;
+	__page_frag_cache_drain(virt_to_head_page(nc->va), nc->pagecnt_bias);
+	nc->va = NULL;
+#endif
+}
 
 /*
  * May the bytes of @skb's page fragments be read, and their pages be

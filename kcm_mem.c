@@ -42,8 +42,16 @@ static DEFINE_PER_CPU(int, kcm_memory_per_cpu_fw_alloc);
  * protocol is under pressure, and the most it may hold.
  */
 static long kcm_mem_limits[3];
-/* Pages a refused charge makes its memory cgroup reclaim, one by one. */
-#define KCM_MEM_RECLAIM_TRIES	8
+/* The most of a memory cgroup's limit KCM leaves to the rest: pages. */
+#define KCM_MEM_RESERVE_MAX	((2UL << 20) >> PAGE_SHIFT)
+/*
+ * What kcm_mem_reclaim() makes room for beyond a charge: a cgroup keeps
+ * some freed pages charged per CPU (64 each), pages.  And the largest
+ * block it allocates: 4 MB.
+ */
+#define KCM_MEM_PROBE_SLACK	128
+#define KCM_MEM_PROBE_ORDER	get_order(4UL << 20)
+#define KCM_MEM_PROBE_GAP	(HZ / 50)
 
 /* What a socket always gets, even under pressure (sk_get_rmem0()). */
 static int kcm_mem_min = PAGE_SIZE;
@@ -121,34 +129,48 @@ long kcm_mem_pages(void)
 /* ---- charges -------------------------------------------------------- */
 
 /*
- * Is @sk's memory cgroup, or one above it, over its limit by more than
- * @pages?  With cgroup v2 a charge made with bottom halves disabled
- * (GFP_ATOMIC) is forced through over the limit; KCM looks afterwards.
+ * KCM's ceiling in a memory cgroup: its limit less a reserve, the last
+ * eighth of it but at most 2 MB, that KCM leaves to the rest: TCP's own
+ * queues and the tasks' allocations, which reclaim and, failing that,
+ * meet the cgroup's OOM killer.  KCM's own charges stop at the ceiling:
+ * what KCM holds is then never what pushes the cgroup into its limit.
+ *
+ * Return: pages @sk's memory cgroups (the socket's and those above it)
+ * would be over their ceilings by with @pages more charged (negative:
+ * fewer); 0 when none would be.
  */
-static bool kcm_memcg_full(const struct sock *sk, unsigned long pages)
+static long kcm_memcg_over(const struct sock *sk, long pages)
 {
+	long over = 0;
 #ifdef CONFIG_MEMCG
 	struct mem_cgroup *memcg = sk->sk_memcg;
+	unsigned long max, ceiling;
+	long usage;
 
 	if (!mem_cgroup_sockets_enabled || !memcg ||
 	    !cgroup_subsys_on_dfl(memory_cgrp_subsys))
-		return false;
-	for (; memcg; memcg = parent_mem_cgroup(memcg))
-		if (page_counter_read(&memcg->memory) + pages >
-		    READ_ONCE(memcg->memory.max))
-			return true;
+		return 0;
+	for (; memcg; memcg = parent_mem_cgroup(memcg)) {
+		max = READ_ONCE(memcg->memory.max);
+		if (max >= PAGE_COUNTER_MAX)
+			continue;
+		ceiling = max - min(max / 8, KCM_MEM_RESERVE_MAX);
+		usage = page_counter_read(&memcg->memory);
+		over = max(over, usage + pages - (long)ceiling);
+	}
 #endif
-	return false;
+	return over;
 }
 
 /*
  * Charge @size bytes of @kind (SK_MEM_RECV, SK_MEM_SEND) to @sk's
  * forward allocation: the protocol's pool or the TCP socket's, and the
- * socket's memory cgroup.  Nothing is kept when the cgroup ends up over
- * its limit.
+ * socket's memory cgroup.  Nothing is kept when a cgroup ends up over
+ * KCM's ceiling (kcm_memcg_over()).
  *
  * Context: bottom halves disabled (the charge neither reclaims nor
- * OOM-kills), and what guards @sk's forward allocation held.
+ * OOM-kills: one over the limit is forced through, and looked at
+ * afterwards), and what guards @sk's forward allocation held.
  */
 static bool __kcm_mem_charge(struct sock *sk, int size, int kind)
 {
@@ -158,7 +180,7 @@ static bool __kcm_mem_charge(struct sock *sk, int size, int kind)
 	if (size > before) {
 		if (!__sk_mem_schedule(sk, size, kind))
 			return false;
-		if (kcm_memcg_full(sk, 0)) {
+		if (kcm_memcg_over(sk, 0) > 0) {
 			__sk_mem_reclaim(sk, sk->sk_forward_alloc - before);
 			return false;
 		}
@@ -167,40 +189,59 @@ static bool __kcm_mem_charge(struct sock *sk, int size, int kind)
 	return true;
 }
 
+/*
+ * At most one reclaim every KCM_MEM_PROBE_GAP, all cgroups together:
+ * when there is nothing to reclaim, each only costs.
+ */
+static bool kcm_mem_probe_wait(void)
+{
+	static unsigned long next;
+	unsigned long now = jiffies;
+
+	if (time_before(now, READ_ONCE(next)))
+		return true;
+	WRITE_ONCE(next, now + KCM_MEM_PROBE_GAP);
+	return false;
+}
+
 /**
- * kcm_mem_reclaim() - make room in a socket's memory cgroup
+ * kcm_mem_reclaim() - make room under KCM's ceiling in a memory cgroup
  * @sk: a socket a charge of @size bytes was refused to
  * @size: the bytes it needs
  *
- * KCM charges with bottom halves disabled, which never reclaims.  When
- * the cgroup is full, this makes it reclaim (page cache, say) as an
- * allocation of its own would, but without its OOM killer: what cannot
- * be reclaimed holds KCM back, not the cgroup's tasks.
+ * KCM's charges never reclaim.  When a cgroup is over KCM's ceiling
+ * with memory that can be reclaimed (page cache, say), this makes it
+ * reclaim enough for @size: it allocates one accounted page block as
+ * large as the reserve and @size together, which the cgroup charges only
+ * once it has reclaimed room for all of it, and gives it back.  The
+ * charge never calls the OOM killer (__GFP_NORETRY), and fails, leaving
+ * the cgroup as it was, when there is nothing to reclaim: KCM then
+ * waits.
  *
  * Context: process context, no spinlock held.
  * Return: true when there is room now.
  */
 bool kcm_mem_reclaim(struct sock *sk, unsigned int size)
 {
-	unsigned long pages = sk_mem_pages(size);
-#ifdef CONFIG_MEMCG
+	long pages = sk_mem_pages(size) + KCM_MEM_PROBE_SLACK;
 	struct mem_cgroup *old;
 	struct page *page;
-	int i;
+	unsigned int order;
 
 	might_sleep();
-	for (i = 0; i < KCM_MEM_RECLAIM_TRIES && kcm_memcg_full(sk, pages);
-	     i++) {
-		old = set_active_memcg(sk->sk_memcg);
-		page = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_RETRY_MAYFAIL |
-				  __GFP_NOWARN);
-		set_active_memcg(old);
-		if (!page)
-			break;
-		__free_page(page);
-	}
-#endif
-	return !kcm_memcg_full(sk, pages);
+	if (kcm_memcg_over(sk, pages) <= 0)
+		return true;
+	if (!kcm_memcg_kmem_on() || kcm_mem_probe_wait())
+		return false;
+	order = min_t(unsigned int, get_order((KCM_MEM_RESERVE_MAX + pages) <<
+					      PAGE_SHIFT), KCM_MEM_PROBE_ORDER);
+	old = set_active_memcg(sk->sk_memcg);
+	page = alloc_pages(GFP_KERNEL_ACCOUNT | __GFP_NORETRY | __GFP_NOWARN,
+			   order);
+	set_active_memcg(old);
+	if (page)
+		__free_pages(page, order);
+	return kcm_memcg_over(sk, pages) <= 0;
 }
 
 /* ---- KCM sockets ---------------------------------------------------- */

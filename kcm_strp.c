@@ -1452,7 +1452,8 @@ static unsigned int kcm_strp_held(struct kcm_psock *psock)
 
 	return (strp->buf ? strp->buf->truesize : 0) + strp->spares_size +
 	       (strp->msg ? strp->msg->truesize : 0) +
-	       (strp->frag.va ? PAGE_FRAG_CACHE_MAX_SIZE : 0) +
+	       (kcm_frag_cache_has_page(&strp->frag) ?
+		PAGE_FRAG_CACHE_MAX_SIZE : 0) +
 	       READ_ONCE(psock->rx_held);
 }
 

@@ -613,6 +613,46 @@ static bool kcm_tx_pack_fits(struct sk_buff *skb, size_t len,
 	       (!to->directed || txm->conn_id == to->conn_id);
 }
 
+/* Context: lock_sock(kcm) held.  The fragment cache's page is let go. */
+static void kcm_tx_frag_uncharge(struct kcm_sock *kcm)
+{
+	if (kcm->tx_frag_charged)
+		kcm_mem_tx_uncharge(&kcm->sk, kcm->tx_frag_charged);
+	kcm->tx_frag_page = NULL;
+	kcm->tx_frag_charged = 0;
+}
+
+/*
+ * An skb for a small message or chunk, its head carved from the socket's
+ * fragment cache.  The cache's page is charged to the socket whole while
+ * the cache holds it (skbs carved from it are charged their own truesize
+ * besides): a socket that sent once keeps a page.
+ *
+ * Context: lock_sock(kcm) held, process context.
+ * Return: the skb, ERR_PTR(-ENOMEM) or ERR_PTR(-ENOBUFS) (the new page's
+ * charge was refused).
+ */
+static struct sk_buff *kcm_tx_frag_skb(struct kcm_sock *kcm,
+				       unsigned int size)
+{
+	struct sk_buff *skb = kcm_frag_skb(&kcm->tx_frag, size, GFP_KERNEL);
+	struct page *page;
+
+	if (!skb)
+		return ERR_PTR(-ENOMEM);
+	page = virt_to_head_page(skb->head);
+	if (likely(page == kcm->tx_frag_page))
+		return skb;
+	if (!kcm_mem_tx_charge(&kcm->sk, page_size(page))) {
+		kfree_skb(skb);
+		return ERR_PTR(-ENOBUFS);
+	}
+	kcm_tx_frag_uncharge(kcm);
+	kcm->tx_frag_page = page;
+	kcm->tx_frag_charged = page_size(page);
+	return skb;
+}
+
 /*
  * An empty pack addressed as @to, charged to the socket.  Its head comes
  * from the socket's page fragment cache, so TCP takes it by reference.
@@ -628,10 +668,9 @@ static struct sk_buff *kcm_tx_pack_new(struct kcm_sock *kcm,
 	struct kcm_tx_msg *txm;
 	struct sk_buff *skb;
 
-	skb = kcm_frag_skb(&kcm->tx_frag, lsize + KCM_TX_PACK_ROOM,
-			   GFP_KERNEL);
-	if (!skb)
-		return ERR_PTR(-ENOMEM);
+	skb = kcm_tx_frag_skb(kcm, lsize + KCM_TX_PACK_ROOM);
+	if (IS_ERR(skb))
+		return skb;
 	if (!kcm_mem_tx_charge(&kcm->sk, skb->truesize)) {
 		kfree_skb(skb);
 		return ERR_PTR(-ENOBUFS);
@@ -1455,7 +1494,12 @@ static int kcm_tx_wait_room(struct kcm_sock *kcm, size_t len, long *timeo)
 	return 0;
 }
 
-/* Context: lock_sock(kcm) held, process context.  An empty chunk. */
+/*
+ * An empty chunk of @size bytes.
+ *
+ * Context: lock_sock(kcm) held, process context.
+ * Return: the chunk, ERR_PTR(-ENOMEM) or ERR_PTR(-ENOBUFS).
+ */
 static struct sk_buff *kcm_tx_alloc_chunk(struct kcm_sock *kcm,
 					  unsigned int size)
 {
@@ -1464,17 +1508,17 @@ static struct sk_buff *kcm_tx_alloc_chunk(struct kcm_sock *kcm,
 
 	/* TCP takes such a head by reference: see kcm_tx_vec_skb(). */
 	if (size <= KCM_TX_LINEAR) {
-		skb = kcm_frag_skb(&kcm->tx_frag, size, GFP_KERNEL);
-		if (skb)
+		skb = kcm_tx_frag_skb(kcm, size);
+		if (!IS_ERR(skb))
 			skb_put(skb, size);
 		return skb;
 	}
 	skb = alloc_skb_with_frags(0, size, PAGE_ALLOC_COSTLY_ORDER, &err,
 				   GFP_KERNEL);
-	if (skb) {
-		skb->len = size;
-		skb->data_len = size;
-	}
+	if (!skb)
+		return ERR_PTR(-ENOMEM);
+	skb->len = size;
+	skb->data_len = size;
 	return skb;
 }
 
@@ -1573,9 +1617,9 @@ static int kcm_tx_copy(struct kcm_sock *kcm, struct iov_iter *from,
 	while (done < len) {
 		n = min_t(size_t, len - done, KCM_TX_CHUNK);
 		chunk = kcm_tx_alloc_chunk(kcm, n);
-		if (!chunk) {
+		if (IS_ERR(chunk)) {
 			__skb_queue_purge(&chunks);
-			return -ENOMEM;
+			return PTR_ERR(chunk);
 		}
 		__skb_queue_tail(&chunks, chunk);
 		done += n;
@@ -2127,6 +2171,7 @@ void kcm_tx_sock_leave(struct kcm_sock *kcm)
 	kfree_skb(kcm->tx_partial);
 	kcm->tx_partial = NULL;
 	kcm_frag_cache_drain(&kcm->tx_frag);
+	kcm_tx_frag_uncharge(kcm);
 }
 
 /**

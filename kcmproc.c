@@ -230,7 +230,7 @@ static unsigned int __kcm_ext_steer_held(struct kcm_sock *kcm)
  * needs after sock_orphan() to leave the mux, so a struct socket seen here
  * stays allocated until the lock is dropped.
  */
-static unsigned long __kcm_ext_sock_ino(struct kcm_sock *kcm)
+static u64 __kcm_ext_sock_ino(struct kcm_sock *kcm)
 {
 	struct socket *sock = READ_ONCE(kcm->sk.sk_socket);
 
@@ -244,7 +244,7 @@ static void __kcm_ext_sock(struct seq_file *seq, struct kcm_sock *kcm)
 	struct sock *sk = &kcm->sk;
 
 	lockdep_assert_held(&kcm->mux->lock);
-	seq_printf(seq, "kcm mux=%u index=%u ino=%lu type=%s",
+	seq_printf(seq, "kcm mux=%u index=%u ino=%llu type=%s",
 		   kcm->mux->id, kcm->index, __kcm_ext_sock_ino(kcm),
 		   sk->sk_type == SOCK_SEQPACKET ? "seqpacket" : "dgram");
 	seq_printf(seq, " rx_msgs=%llu rx_bytes=%llu tx_msgs=%llu tx_bytes=%llu",
@@ -261,9 +261,9 @@ static void __kcm_ext_sock(struct seq_file *seq, struct kcm_sock *kcm)
 		seq_printf(seq, " psock=%u", kcm->tx_psock->index);
 	else
 		seq_puts(seq, " psock=-");
-	seq_printf(seq, " rx_ready=%d rx_disabled=%d tx_waiting=%d",
+	seq_printf(seq, " rx_ready=%d rx_disabled=%d tx_waiting=%d mem_short=%d",
 		   kcm->rx_ready, READ_ONCE(kcm->rx_disabled),
-		   kcm->tx_waiting);
+		   kcm->tx_waiting, kcm->rx_mem_short);
 	seq_printf(seq, " steer_slots=%u steer_held=%u\n", kcm->steer.slots,
 		   __kcm_ext_steer_held(kcm));
 }
@@ -294,9 +294,9 @@ static void __kcm_ext_psock(struct seq_file *seq, struct kcm_psock *psock)
 	struct sock *csk = psock->sk;
 
 	lockdep_assert_held(&psock->mux->lock);
-	seq_printf(seq, "psock mux=%u index=%u ino=%lu",
+	seq_printf(seq, "psock mux=%u index=%u ino=%llu",
 		   psock->mux->id, psock->index,
-		   file_inode(psock->file)->i_ino);
+		   (u64)file_inode(psock->file)->i_ino);
 	kcm_ext_addrs(seq, csk);
 	seq_printf(seq, " tcp_state=%s recv_q=%u rmem=%d send_q=%u smem=%d rx_held=%u",
 		   kcm_tcp_state_name(READ_ONCE(csk->sk_state)),
@@ -323,7 +323,9 @@ static void __kcm_ext_psock(struct seq_file *seq, struct kcm_psock *psock)
 		   READ_ONCE(psock->rx_stopped), READ_ONCE(psock->rx_paused),
 		   psock->tx_stopped, READ_ONCE(st->rx_in_place),
 		   READ_ONCE(st->ulp_stops));
-	seq_printf(seq, " mem_charged=%u", READ_ONCE(psock->strp.charged));
+	seq_printf(seq, " mem_charged=%u mem_short=%d",
+		   READ_ONCE(psock->strp.charged),
+		   READ_ONCE(psock->strp.mem_short));
 	if (!READ_ONCE(psock->rx_paused))
 		seq_puts(seq, " rx_wait=-\n");
 	else if (psock->rx_wait < 0)

@@ -43,7 +43,13 @@ KCM_TEST_MAIN
 #define OVER_LIMIT_MAX	(4 * MIB)
 #define PLEN		1000	/* payload of the messages pushed */
 #define CONNS_MAX	128
-#define TCP_BUF		65536	/* SO_RCVBUF, SO_SNDBUF of the worker's TCP */
+/*
+ * SO_RCVBUF, SO_SNDBUF of the worker's TCP sockets: what TCP queues on
+ * its own for 128 connections fits in what KCM leaves of the cgroup's
+ * limit (2 MB), as an application sizes them for its cgroup.
+ */
+#define TCP_BUF		4096
+#define PEER_BUF	65536	/* the peers' */
 #define NO_MEM		"the distribution module charges nobody for what it holds"
 
 /* ---- memory ----------------------------------------------------------- */
@@ -182,6 +188,24 @@ static void cg_remove(const struct cg *cg)
 		usleep(10000);
 }
 
+/* Pages TCP sockets hold, all namespaces: "mem" of /proc/net/sockstat. */
+static long sockstat_tcp_mem(void)
+{
+	char line[256], *m;
+	long v = -1;
+	FILE *f = fopen("/proc/net/sockstat", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		m = strncmp(line, "TCP:", 4) ? NULL : strstr(line, " mem ");
+		if (m)
+			v = strtol(m + 5, NULL, 10);
+	}
+	fclose(f);
+	return v;
+}
+
 /* ---- /proc/net/kcm_ext ------------------------------------------------ */
 
 /* Sums @key over the kcm_ext lines of @kind ("mem", "mux", "psock"). */
@@ -276,10 +300,11 @@ enum { P_NONE, P_LEN4, P_MORE };	/* the parser of the worker's muxes */
 
 /* What the test asks of the worker. */
 struct cmd {
-	char op;		/* 'a'ttach, 'd'rain, 's'end, 'o'pen, 'c'lose */
+	char op;	/* 'a'ttach, 'd'rain, 's'end, 'o'pen, 'e'xceed, 'c'lose */
 	int n;			/* of 'a': connections */
 	int type;		/* of 'a': SOCK_DGRAM, SOCK_SEQPACKET */
 	int parser;		/* of 'a': P_* */
+	int small;		/* of 'a': TCP buffers of TCP_BUF, not default */
 	uint32_t want[CONNS_MAX];	/* of 'd': messages to read */
 };
 
@@ -293,7 +318,7 @@ struct reply {
 
 struct worker {
 	int to_test, from_test;	/* pipes: the worker's ends */
-	int listener;
+	int listener[2];	/* default TCP buffers, TCP_BUF */
 	int n, kcm[CONNS_MAX], local[CONNS_MAX];
 	struct writer w[CONNS_MAX];
 	uint32_t got[CONNS_MAX];
@@ -329,8 +354,9 @@ static int attach_cbpf(int kcm, int fd, int parser)
 }
 
 /*
- * 'a': accepts the test's @c->n connections on the listener, each with
- * TCP buffers of TCP_BUF, and attaches each to a KCM socket of its own.
+ * 'a': accepts the test's @c->n connections, on the listener of small TCP
+ * buffers or the one of default buffers, and attaches each to a KCM
+ * socket of its own.
  */
 static void worker_attach(struct worker *wk, const struct cmd *c,
 			  struct reply *r)
@@ -342,8 +368,8 @@ static void worker_attach(struct worker *wk, const struct cmd *c,
 	wk->n = c->n;
 	for (i = 0; i < c->n; i++) {
 		len = sizeof(sin);
-		wk->local[i] = accept(wk->listener, (struct sockaddr *)&sin,
-				      &len);
+		wk->local[i] = accept(wk->listener[c->small],
+				      (struct sockaddr *)&sin, &len);
 		ASSERT_GE(wk->local[i], 0);
 		r->ports[i] = ntohs(sin.sin_port);
 		wk->kcm[i] = -1;
@@ -408,31 +434,36 @@ static void worker_send(struct worker *wk, struct reply *r)
 
 /*
  * 'o': an open message (no end of record) on each SEQPACKET socket,
- * grown until the socket's send buffer bounds it.
+ * grown to nearly its send buffer, the bound of a message.
  */
 static void worker_open(struct worker *wk, struct reply *r)
 {
-	int i, sndbuf;
+	const size_t chunk = 16384;
 	long long mine;
+	int i, sndbuf;
 	ssize_t n;
 
 	r->bytes = 0;
 	for (i = 0; i < wk->n; i++) {
 		sndbuf = kcm_u_getsockopt_int(wk->kcm[i], SOL_SOCKET,
 					      SO_SNDBUF);
-		mine = 0;
-		for (;;) {
-			n = send(wk->kcm[i], wk->buf, 16384, MSG_DONTWAIT);
-			if (n < 0)
-				break;
-			mine += n;
+		for (mine = 0; mine + chunk <= (size_t)sndbuf; mine += n) {
+			n = send(wk->kcm[i], wk->buf, chunk, MSG_DONTWAIT);
+			ASSERT_EQ(n, (ssize_t)chunk);
 		}
-		/* Bounded by the send buffer, not by memory running out. */
-		ASSERT_EQ(errno, EMSGSIZE);
-		ASSERT_LE(mine, sndbuf);
 		ASSERT_GT(mine, sndbuf / 2);
 		r->bytes += mine;
 	}
+}
+
+/* 'e': each open message outgrows the send buffer: it is dropped. */
+static void worker_overgrow(struct worker *wk)
+{
+	int i;
+
+	for (i = 0; i < wk->n; i++)
+		ASSERT_ERRNO(send(wk->kcm[i], wk->buf, 16384, MSG_DONTWAIT),
+			     EMSGSIZE);
 }
 
 static void worker_close(struct worker *wk)
@@ -453,17 +484,20 @@ static void worker_run(struct worker *wk)
 	static struct reply r;
 	static struct cmd c;
 	struct sockaddr_in sin;
+	int i;
 
 	memset(wk->buf, 0, sizeof(wk->buf));
-	wk->listener = kcm_u_tcp_listener(&sin);
-	ASSERT_GE(wk->listener, 0);
+	for (i = 0; i < 2; i++) {
+		wk->listener[i] = kcm_u_tcp_listener(&sin);
+		ASSERT_GE(wk->listener[i], 0);
+		ASSERT_EQ(write(wk->to_test, &sin.sin_port,
+				sizeof(sin.sin_port)), sizeof(sin.sin_port));
+	}
 	/* Accepted sockets inherit them. */
-	ASSERT_OK(kcm_u_setsockopt_int(wk->listener, SOL_SOCKET, SO_RCVBUF,
+	ASSERT_OK(kcm_u_setsockopt_int(wk->listener[1], SOL_SOCKET, SO_RCVBUF,
 				       TCP_BUF));
-	ASSERT_OK(kcm_u_setsockopt_int(wk->listener, SOL_SOCKET, SO_SNDBUF,
+	ASSERT_OK(kcm_u_setsockopt_int(wk->listener[1], SOL_SOCKET, SO_SNDBUF,
 				       TCP_BUF));
-	ASSERT_EQ(write(wk->to_test, &sin.sin_port, sizeof(sin.sin_port)),
-		  sizeof(sin.sin_port));
 	while (read(wk->from_test, &c, sizeof(c)) == sizeof(c)) {
 		memset(&r, 0, sizeof(r));
 		switch (c.op) {
@@ -478,6 +512,9 @@ static void worker_run(struct worker *wk)
 			break;
 		case 'o':
 			worker_open(wk, &r);
+			break;
+		case 'e':
+			worker_overgrow(wk);
 			break;
 		case 'c':
 			worker_close(wk);
@@ -495,7 +532,7 @@ struct test {
 	struct cg root, limited, peers;
 	pid_t pid;
 	int to_worker, from_worker;
-	in_port_t port;		/* the worker's listener, network order */
+	in_port_t port[2];	/* the worker's listeners, network order */
 	int n, peer[CONNS_MAX];
 	struct writer w[CONNS_MAX];
 	struct reply r;
@@ -523,6 +560,24 @@ static void mem_snap(const struct test *t, struct mem_snap *s)
 }
 
 /*
+ * A baseline: the guest's used memory once what earlier tests freed has
+ * stopped coming back (two snapshots within half a MiB).
+ */
+static void mem_settle(const struct test *t, struct mem_snap *s)
+{
+	struct mem_snap prev;
+	int i;
+
+	mem_snap(t, &prev);
+	for (i = 0; i < 20; i++) {
+		mem_snap(t, s);
+		if (labs(s->used - prev.used) < MIB / 2)
+			return;
+		prev = *s;
+	}
+}
+
+/*
  * The growth from @a to @b: logged, and what no cgroup was charged for
  * checked.  Return: the growth of the worker's cgroup.
  */
@@ -532,11 +587,14 @@ static long mem_check(const char *what, const struct mem_snap *a,
 	long grew = b->used - a->used;
 	long limited = b->limited - a->limited, peers = b->peers - a->peers;
 
-	TH_LOG("%s: MiB: guest %+.1f; worker %+.1f (sock %+.1f), peers %+.1f; uncharged %+.1f",
-	       what, (double)grew / MIB, (double)limited / MIB,
+	TH_LOG("%s: guest used %+.1f MiB; cgroups: worker %+.1f MiB",
+	       what, (double)grew / MIB, (double)limited / MIB);
+	TH_LOG("  (sock %+.1f MiB), peers %+.1f MiB; uncharged %+.1f MiB",
 	       (double)(b->sock - a->sock) / MIB, (double)peers / MIB,
 	       (double)(grew - limited - peers) / MIB);
 	EXPECT_LE(grew - limited - peers, UNCHARGED_MAX);
+	TH_LOG("  TCP holds %ld pages, KCM %lld", sockstat_tcp_mem(),
+	       ext_sum("mem", "pages"));
 	return limited;
 }
 
@@ -582,30 +640,54 @@ static void test_begin(struct test *t)
 	close(from_worker[1]);
 	t->to_worker = to_worker[1];
 	t->from_worker = from_worker[0];
-	ASSERT_EQ(kcm_u_read_full(t->from_worker, &t->port, sizeof(t->port)),
+	ASSERT_EQ(kcm_u_read_full(t->from_worker, t->port, sizeof(t->port)),
 		  0);
 }
 
 /*
- * @n connections to the worker, which attaches each to a KCM socket of
- * @type with @parser; the test's peers, in the order of the worker's.
+ * A peer, with buffers of a bounded size: what the peers queue stays
+ * well within TCP's memory (tcp_mem) with the worker's.
  */
-static void test_connect(struct test *t, int n, int type, int parser)
+static int peer_connect(const struct sockaddr_in *sin)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (fd < 0)
+		return -1;
+	if (kcm_u_setsockopt_int(fd, SOL_SOCKET, SO_SNDBUF, PEER_BUF) ||
+	    kcm_u_setsockopt_int(fd, SOL_SOCKET, SO_RCVBUF, PEER_BUF) ||
+	    connect(fd, (const struct sockaddr *)sin, sizeof(*sin))) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * @n connections to the worker, which attaches each to a KCM socket of
+ * @type with @parser, its TCP buffers small (TCP_BUF) or default; the
+ * test's peers, in the order of the worker's.
+ */
+static void test_connect(struct test *t, int n, int type, int parser,
+			 bool small)
 {
 	struct sockaddr_in sin = {
 		.sin_family = AF_INET,
-		.sin_port = t->port,
+		.sin_port = t->port[small],
 		.sin_addr.s_addr = htonl(INADDR_LOOPBACK),
 	};
+	struct cmd c = {
+		.op = 'a', .n = n, .type = type, .parser = parser,
+		.small = small,
+	};
 	int fds[CONNS_MAX], i, j;
-	struct cmd c = { .op = 'a', .n = n, .type = type, .parser = parser };
 	socklen_t len;
 
 	ASSERT_LE(n, CONNS_MAX);
 	/* The worker accepts meanwhile: more than the listener's backlog. */
 	ASSERT_EQ(write(t->to_worker, &c, sizeof(c)), sizeof(c));
 	for (i = 0; i < n; i++) {
-		fds[i] = kcm_u_tcp_connect(&sin);
+		fds[i] = peer_connect(&sin);
 		ASSERT_GE(fds[i], 0);
 	}
 	ASSERT_EQ(kcm_u_read_full(t->from_worker, &t->r, sizeof(t->r)), 0);
@@ -734,8 +816,8 @@ TEST_DIFFERS(tcp_control, NO_MEM)
 	struct test t;
 
 	test_begin(&t);
-	mem_snap(&t, &a);
-	test_connect(&t, 32, SOCK_DGRAM, P_NONE);
+	mem_settle(&t, &a);
+	test_connect(&t, 32, SOCK_DGRAM, P_NONE, false);
 	ASSERT_GT(push_until_full(t.w, t.peer, t.n, 8 * MIB), 1 * MIB);
 	mem_snap(&t, &b);
 	mem_check("32 TCP connections nobody reads", &a, &b);
@@ -758,8 +840,8 @@ TEST_DIFFERS(unread_muxes, NO_MEM)
 
 	alarm(300);
 	test_begin(&t);
-	mem_snap(&t, &a);
-	test_connect(&t, 128, SOCK_DGRAM, P_LEN4);
+	mem_settle(&t, &a);
+	test_connect(&t, 128, SOCK_DGRAM, P_LEN4, true);
 	ASSERT_GT(push_until_full(t.w, t.peer, t.n, 4 * MIB), 16 * MIB);
 	mem_snap(&t, &b);
 	EXPECT_GT(mem_check("128 muxes nobody reads", &a, &b), 16 * MIB);
@@ -770,6 +852,9 @@ TEST_DIFFERS(unread_muxes, NO_MEM)
 	       short_, fail, ext_sum("mem", "pages"));
 	EXPECT_GT(short_ + fail, 0);
 	EXPECT_GT(ext_sum("mem", "pages"), 0);
+	/* Who waits for memory shows: sockets and connections held back. */
+	EXPECT_GT(ext_sum("kcm", "mem_short") + ext_sum("psock", "mem_short"),
+		  0);
 	test_holding(&t);
 	test_drain_to_worker(&t);
 	ask(&t, &close_all);
@@ -788,8 +873,8 @@ TEST_DIFFERS(need_more_parser, NO_MEM)
 
 	alarm(120);
 	test_begin(&t);
-	mem_snap(&t, &a);
-	test_connect(&t, 8, SOCK_DGRAM, P_MORE);
+	mem_settle(&t, &a);
+	test_connect(&t, 8, SOCK_DGRAM, P_MORE, false);
 	ASSERT_GT(push_until_full(t.w, t.peer, t.n, 6 * MIB), 1 * MIB);
 	mem_snap(&t, &b);
 	mem_check("8 parsers wanting more", &a, &b);
@@ -815,12 +900,13 @@ TEST_DIFFERS(stalled_peers, NO_MEM)
 	static char buf[65536];
 	struct test t;
 	uint32_t seq;
+	long n;
 	int i;
 
 	alarm(300);
 	test_begin(&t);
-	mem_snap(&t, &a);
-	test_connect(&t, 128, SOCK_DGRAM, P_LEN4);
+	mem_settle(&t, &a);
+	test_connect(&t, 128, SOCK_DGRAM, P_LEN4, true);
 	ask(&t, &send_all);
 	for (i = 0; i < 32; i++) {
 		ASSERT_OK(setsockopt(t.peer[i], SOL_SOCKET, SO_LINGER, &lg,
@@ -835,9 +921,8 @@ TEST_DIFFERS(stalled_peers, NO_MEM)
 	for (i = 32; i < t.n; i++) {
 		kcm_u_set_timeo(t.peer[i], SO_RCVTIMEO, 20000);
 		for (seq = 0; seq < t.r.sent[i]; seq++) {
-			long len = kcm_u_read_msg(t.peer[i], buf, sizeof(buf));
-
-			ASSERT_EQ(kcm_u_msg_check(buf, len), seq);
+			n = kcm_u_read_msg(t.peer[i], buf, sizeof(buf));
+			ASSERT_EQ(kcm_u_msg_check(buf, n), seq);
 		}
 		ASSERT_ERRNO(recv(t.peer[i], buf, sizeof(buf), MSG_DONTWAIT),
 			     EAGAIN);
@@ -848,22 +933,31 @@ TEST_DIFFERS(stalled_peers, NO_MEM)
 
 /*
  * An open message (no end of record) on each of 32 SEQPACKET sockets,
- * grown until the send buffer bounds it: charged all along.
+ * grown to nearly the send buffer, is charged all along; past the send
+ * buffer it is dropped, and its memory given back.
  */
 TEST_DIFFERS(open_message, NO_MEM)
 {
-	static const struct cmd open_all = { .op = 'o' }, close_all = { .op = 'c' };
-	struct mem_snap a, b;
+	static const struct cmd open_all = { .op = 'o' },
+		exceed = { .op = 'e' }, close_all = { .op = 'c' };
+	struct mem_snap a, b, c;
+	long long bytes;
 	struct test t;
 
 	test_begin(&t);
-	mem_snap(&t, &a);
-	test_connect(&t, 32, SOCK_SEQPACKET, P_LEN4);
+	mem_settle(&t, &a);
+	test_connect(&t, 32, SOCK_SEQPACKET, P_LEN4, true);
 	ask(&t, &open_all);
+	bytes = t.r.bytes;
 	mem_snap(&t, &b);
-	TH_LOG("open messages hold %lld bytes", t.r.bytes);
-	EXPECT_GT(mem_check("32 open messages", &a, &b), t.r.bytes);
+	TH_LOG("open messages hold %lld bytes", bytes);
+	EXPECT_GT(mem_check("32 open messages", &a, &b), bytes);
+	EXPECT_GT(b.sock - a.sock, bytes);
 	test_holding(&t);
+	ask(&t, &exceed);
+	mem_snap(&t, &c);
+	mem_check("32 messages too long, dropped", &a, &c);
+	EXPECT_LT(c.sock - a.sock, bytes / 8);
 	ask(&t, &close_all);
 	test_end(&t, &a);
 }
@@ -882,9 +976,9 @@ static void proto_limited(int knob)
 	struct test t;
 
 	test_begin(&t);
-	mem_snap(&t, &a);
+	mem_settle(&t, &a);
 	ASSERT_EQ(pwrite(knob, "1024 1536 2048", 14, 0), 14);
-	test_connect(&t, 64, SOCK_DGRAM, P_LEN4);
+	test_connect(&t, 64, SOCK_DGRAM, P_LEN4, true);
 	ASSERT_GT(push_until_full(t.w, t.peer, t.n, 2 * MIB), 8 * MIB);
 	pages = ext_sum("mem", "pages");
 	TH_LOG("KCM sockets hold %lld pages (limit %lld), rx_mem_short %lld",

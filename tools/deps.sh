@@ -2,10 +2,14 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # deps.sh install   apt-get install everything the build, the VM tests and
-#                   the lint need
+#                   the lint need, and make (or complete) the Debian 13
+#                   root of the 7.x kernels (tools/testing/trixie-root.sh);
+#                   quick when everything is there
 # deps.sh ensure    install what is missing when we can (root with
 #                   apt-get); otherwise say exactly what to install
 set -euo pipefail
+
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 PKGS=(
 	build-essential libc6-dev linux-libc-dev bc kmod cpio gzip xz-utils
@@ -22,6 +26,8 @@ PKGS=(
 	dkms man-db groff-base
 	# the documentation lint
 	python3-docutils
+	# the Debian 13 root of the 7.x kernels
+	debootstrap
 	# the 32-bit selftests of the compat path (gcc -m32, static)
 	gcc-multilib
 	# tools/examples: a BPF parser in C (clang) loaded with libbpf, static
@@ -38,6 +44,13 @@ KERNEL_PKGS=(
 	linux-source-6.12
 )
 
+# Debian 13 has 6.12 as its kernel and linux-source-6.12, no 6.1; its
+# PREEMPT_RT kernel is linux-image-rt-amd64.
+if [ -r /etc/os-release ] && grep -qx 'VERSION_CODENAME=trixie' /etc/os-release; then
+	PKGS=("${PKGS[@]/linux-source-6.1/linux-source-6.12}")
+	KERNEL_PKGS=(linux-image-rt-amd64 linux-headers-rt-amd64)
+fi
+
 # Ubuntu names its kernel packages by flavour and has one linux-source.
 if [ -r /etc/os-release ] && grep -qx 'ID=ubuntu' /etc/os-release; then
 	PKGS=("${PKGS[@]/linux-headers-amd64/linux-headers-generic}")
@@ -48,7 +61,7 @@ fi
 
 missing() {
 	local p
-	for p in "${PKGS[@]}"; do
+	for p in "$@"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
 			grep -q 'install ok installed' || echo "$p"
 	done
@@ -66,14 +79,19 @@ can_install() {
 
 case "${1:-ensure}" in
 install)
-	install "${PKGS[@]}" "${KERNEL_PKGS[@]}"
+	mapfile -t need < <(missing "${PKGS[@]}" "${KERNEL_PKGS[@]}")
+	if [ "${#need[@]}" != 0 ]; then
+		echo "deps: installing ${need[*]}" >&2
+		install "${need[@]}"
+	fi
+	"$top/tools/testing/trixie-root.sh" install
 	;;
 ensure)
 	command -v dpkg-query >/dev/null || {
 		echo "deps: not a Debian/Ubuntu system; install the equivalents of: ${PKGS[*]}" >&2
 		exit 1
 	}
-	mapfile -t need < <(missing)
+	mapfile -t need < <(missing "${PKGS[@]}")
 	[ "${#need[@]}" = 0 ] && exit 0
 	if can_install; then
 		echo "deps: installing ${need[*]}" >&2

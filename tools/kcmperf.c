@@ -5,9 +5,13 @@
  *
  * Modes (-m):
  *   rx  N loopback TCP connections feed one mux with M KCM sockets, each
- *       read by a thread of its own; a sender thread per connection
- *       writes length-prefixed messages, many per write(), so that the
- *       sender is not what is measured.
+ *       read by a thread of its own (SO_RCVTIMEO 50 ms); a sender
+ *       process, forked before any thread, has a thread per connection
+ *       that writes pre-built length-prefixed messages, about 64 KB per
+ *       write() (TCP_NODELAY), so that the sender is not what is
+ *       measured.  TCP sizes both ends' buffers itself, but for
+ *       messages over 32 KB, which need SO_RCVBUF (-T; 16 messages)
+ *       from the listener.
  *   tx  M KCM sockets send with send() or sendmmsg() (-S) over the N
  *       connections; a reader thread per TCP peer splits and checks.
  *   rr  one request at a time: a client writes a request on its TCP
@@ -38,16 +42,20 @@
  *         worker, a per-worker byte limit like SO_RCVBUF); a worker
  *         checks (rr: answers) and releases the chunk.  tx: the M threads
  *         share the connections, one writer at a time per connection.
- *   raw   the same bytes over plain TCP, one thread per connection that
- *         splits and checks in place: no hand-off at all, the ceiling.
+ *   raw   the same bytes over plain TCP, split and checked in place: no
+ *         hand-off at all, the ceiling.  rx: one thread epolls the
+ *         connections and reads up to 1 MB a call; rr, and the peers of
+ *         tx: a thread per connection.
  *
  * A message is a 4-byte big-endian length (of what follows), a 4-byte
  * source (connection or sending socket), an 8-byte sequence number per
  * source, then bytes of a fixed random pattern starting at an offset
- * that depends on the sequence number.  Every message is checked where it
- * is received: size, header, pattern, and sequence numbers increasing per
- * source, so a message that arrives cut, merged, shifted, duplicated or
- * reordered counts as bad.  After the timed window the senders stop at a
+ * that depends on the sequence number, and (from 24 bytes on) a trailer,
+ * the sequence number complemented.  Every message is checked where it
+ * is received: size, header, sequence numbers increasing per source,
+ * trailer, and 8 bytes of the pattern every 4 KB (-X: all of it), so a
+ * message that arrives cut, merged, shifted, duplicated or reordered
+ * counts as bad.  After the timed window the senders stop at a
  * message boundary and the receivers must get every message sent; if
  * nothing moves for -W seconds the run has stalled.  A run with a bad or
  * lost message, or a stall, prints result=FAIL and exits 1.
@@ -56,7 +64,10 @@
  *   impl=kcm mode=rx size=64 conns=2 kcms=2 ... msgs_per_s=... bad=0 result=ok
  *
  * CPU use comes from /proc/stat over the window: the share of all CPUs
- * busy in user (usr) and kernel, interrupts included (sys).
+ * busy in user (usr) and kernel, interrupts included (sys), the share
+ * idle (idle), and the busy time of all CPUs over the window's messages
+ * (cpu_ns_per_msg).  A run whose receivers are what is measured leaves
+ * next to nothing idle.
  *
  * This file is the driver: options, the timed run and the watchdog; the
  * rest is listed in kcmperf.h.
@@ -74,7 +85,8 @@
 #include "kcmperf.h"
 
 const char * const impl_names[] = { "kcm", "user", "raw" };
-const char * const parser_names[] = { "ebpf", "cbpf", "lenfield", "distro" };
+const char * const parser_names[] = { "ebpf", "cbpf", "lenfield", "distro",
+				      "check" };
 const struct perf_mode *const modes[MODE_COUNT] = {
 	[MODE_RX] = &mode_rx,
 	[MODE_TX] = &mode_tx,
@@ -146,9 +158,9 @@ static bool drain(void)
 	double since = now();
 
 	for (;;) {
-		sent = sum_ok(txc, n_tx);
+		sent = sum_ok(sh->txc, n_tx);
 		got = sum_ok(rxc, n_rx) + sum_bad(rxc, n_rx);
-		if (sum_done(txc, n_tx) == n_tx && got >= sent)
+		if (sum_done(sh->txc, n_tx) == n_tx && got >= sent)
 			return true;
 		if (sent + got != last) {
 			last = sent + got;
@@ -168,10 +180,12 @@ static void help(int status)
 		"  -m, --mode rx|tx|rr|scale|steer\n"
 		"            direction, request/response, connections axis, or rx\n"
 		"            of keyed messages, each key at one worker (rx)\n"
-		"  -P ebpf|cbpf|lenfield|distro\n"
+		"  -P ebpf|cbpf|lenfield|distro|check\n"
 		"            kcm: the parser (ebpf; cbpf and lenfield need our\n"
 		"            module's SIOCKCMATTACHEXT; distro frames correctly\n"
-		"            on the distribution's module only)\n"
+		"            on the distribution's module only; check: an eBPF\n"
+		"            parser that checks each header against an array\n"
+		"            map, our module only)\n"
 		"  -s SIZE   message size on the wire, header included, >= %d;\n"
 		"            K and M suffixes (64)\n"
 		"  -c N      TCP connections (rx, tx: 2; rr: 1); scale: a list\n"
@@ -187,17 +201,21 @@ static void help(int status)
 		"  -S B      tx: sendmmsg() B messages (kcm), B per write (user)\n"
 		"  -B BYTES  SO_RCVBUF of each KCM socket, user: bytes queued per\n"
 		"            worker (default: untouched; user %d)\n"
-		"  -T BYTES  SO_RCVBUF of the receiving TCP sockets (-1: 4x the\n"
-		"            message size above 32 KB, else untouched; scale: %d,\n"
-		"            and SO_SNDBUF of its writers)\n"
+		"  -T BYTES  SO_RCVBUF of the receiving TCP sockets (-1: %dx the\n"
+		"            message size above 32 KB, else untouched; rx: set on\n"
+		"            the listener; scale: %d, and SO_SNDBUF of its\n"
+		"            writers)\n"
 		"  -W SECS   stalled after SECS without progress (3)\n"
 		"  -K        kernel TLS (1.3, AES-GCM-128, a test key) on both\n"
 		"            ends of every connection: every mode reads and\n"
 		"            writes through it\n"
+		"  -X        check every payload byte of every message (else\n"
+		"            the header, the trailer and 8 bytes every %d)\n"
 		"  -v        show every bad message\n"
 		"Prints one line of key=value (scale: one per N); exit 0 ok,\n"
 		"1 bad/lost/stalled, 2 error.\n",
-		HDR, USER_QLIMIT, SCALE_TCP_BUF);
+		HDR, USER_QLIMIT, TCP_RCVBUF_MSGS, SCALE_TCP_BUF,
+		CHECK_STRIDE);
 	exit(status);
 }
 
@@ -265,7 +283,7 @@ static void parse_args(int argc, char **argv)
 	};
 	int ch;
 
-	while ((ch = getopt_long(argc, argv, "i:m:P:s:c:d:k:t:w:n:R:G:S:B:T:W:U:Kvh",
+	while ((ch = getopt_long(argc, argv, "i:m:P:s:c:d:k:t:w:n:R:G:S:B:T:W:U:KXvh",
 				 longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'i':
@@ -327,6 +345,9 @@ static void parse_args(int argc, char **argv)
 		case 'K':
 			opt.ktls = true;
 			break;
+		case 'X':
+			opt.full_check = true;
+			break;
 		case 'h':
 			help(0);
 			break;
@@ -385,14 +406,14 @@ void run_timed(double limit)
 	res.t0 = now();
 	sleep_s(opt.warm);
 	res.got0 = opt.mode == MODE_RR ? 0 : sum_ok(rxc, n_rx);
-	res.sent0 = sum_ok(txc, n_tx);
+	res.sent0 = sum_ok(sh->txc, n_tx);
 	cpu_read(&res.c0);
 	res.t0 = now();
 	atomic_store(&measuring, 1);
 	if (opt.count) {
-		while (sum_done(txc, n_tx) < n_tx ||
+		while (sum_done(sh->txc, n_tx) < n_tx ||
 		       (opt.mode != MODE_RR &&
-			sum_ok(rxc, n_rx) + sum_bad(rxc, n_rx) < sum_ok(txc, n_tx))) {
+			sum_ok(rxc, n_rx) + sum_bad(rxc, n_rx) < sum_ok(sh->txc, n_tx))) {
 			if (now() - res.t0 > limit - 10)
 				break;
 			usleep(1000);
@@ -401,28 +422,29 @@ void run_timed(double limit)
 		sleep_s(opt.secs);
 	}
 	res.got1 = opt.mode == MODE_RR ? 0 : sum_ok(rxc, n_rx);
-	res.sent1 = sum_ok(txc, n_tx);
+	res.sent1 = sum_ok(sh->txc, n_tx);
 	cpu_read(&res.c1);
 	res.t1 = now();
 	atomic_store(&measuring, 0);
-	atomic_store(&tx_stop, 1);
+	atomic_store(&sh->tx_stop, 1);
 
 	if (opt.mode != MODE_RR) {
 		res.stalled = !drain();
 		if (res.stalled && opt.impl == IMPL_KCM)
 			kcm_proc_summary();
 		if (res.stalled)
-			atomic_store(&tx_abort, 1);
+			atomic_store(&sh->tx_abort, 1);
 	}
 	/* rr clients give up by themselves after opt.stall */
-	while (sum_done(txc, n_tx) < n_tx)
+	while (sum_done(sh->txc, n_tx) < n_tx)
 		usleep(10000);
 	atomic_store(&rx_stop, 1);
 	join_all();
+	senders_reap();
 	cpu_read(&res.ca1);
-	res.sent = sum_ok(txc, n_tx);
+	res.sent = sum_ok(sh->txc, n_tx);
 	res.got = sum_ok(rxc, n_rx);
-	res.bad = sum_bad(rxc, n_rx) + sum_bad(txc, n_tx);
+	res.bad = sum_bad(rxc, n_rx) + sum_bad(sh->txc, n_tx);
 	if (opt.mode == MODE_RR) {
 		res.stalled = atomic_load(&rr_stalled);
 		res.sent = 0;
@@ -438,7 +460,9 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
-	per_buf = WRITE_BYTES / opt.size;
+	shared_init();
+	per_buf = (modes[opt.mode]->fork_tx ? RX_WRITE_BYTES : WRITE_BYTES) /
+		  opt.size;
 	if (per_buf < (unsigned int)opt.sbatch)
 		per_buf = opt.sbatch;
 	if (!per_buf)
@@ -448,6 +472,8 @@ int main(int argc, char **argv)
 		return modes[opt.mode]->run();
 	conns_alloc(opt.conns);
 	tcp_pairs(opt.conns);
+	if (modes[opt.mode]->fork_tx)
+		senders_fork();
 
 	limit = opt.count ? 600 : opt.warm + opt.secs + 2 * opt.stall + 15;
 	watchdog_arm(limit);

@@ -23,12 +23,17 @@
 #include "kcm_util.h"
 
 #define HDR		16		/* length, source, sequence number */
+#define TRAILER		8		/* the sequence number, complemented */
+#define CHECK_STRIDE	4096		/* payload bytes between two samples */
 #define MAX_SIZE	(64 << 20)
 #define MAX_CONNS	64
 #define MAX_KCMS	64
 #define MAX_THREADS	(2 * MAX_CONNS * MAX_KCMS + 8)
 #define PAT_SPAN	256		/* pattern offsets */
-#define WRITE_BYTES	(256 << 10)	/* a stream sender's write() */
+#define WRITE_BYTES	(256 << 10)	/* a stream sender's write() (tx) */
+#define RX_WRITE_BYTES	(64 << 10)	/* a forked sender's write() (rx) */
+#define RX_TIMEO_MS	50		/* SO_RCVTIMEO of a KCM reader */
+#define TCP_RCVBUF_MSGS	16		/* SO_RCVBUF above 32 KB, in messages */
 #define READ_MIN	(64 << 10)	/* smallest read() of a stream reader */
 #define CHUNK_BYTES	(1 << 20)	/* user framer's receive chunks */
 #define RING_SLOTS	65536		/* user framer's hand-off ring */
@@ -43,7 +48,8 @@
 
 enum impl { IMPL_KCM, IMPL_USER, IMPL_RAW };
 enum mode { MODE_RX, MODE_TX, MODE_RR, MODE_SCALE, MODE_STEER, MODE_COUNT };
-enum parser { PARSER_EBPF, PARSER_CBPF, PARSER_LENFIELD, PARSER_DISTRO };
+enum parser { PARSER_EBPF, PARSER_CBPF, PARSER_LENFIELD, PARSER_DISTRO,
+	      PARSER_CHECK };
 
 extern const char * const impl_names[];
 extern const char * const parser_names[];
@@ -54,6 +60,7 @@ struct perf_mode {
 	void (*setup)(void);		/* sockets and threads */
 	int (*report)(bool watchdog);	/* 1: the run failed */
 	int (*run)(void);		/* instead of set-up and timed run */
+	bool fork_tx;			/* stream senders in a child process */
 };
 
 extern const struct perf_mode mode_rx, mode_tx, mode_rr, mode_scale;
@@ -81,6 +88,7 @@ struct options {
 	double stall;
 	bool verbose;
 	bool ktls;		/* -K: kTLS on both ends of every connection */
+	bool full_check;	/* -X: every payload byte, not samples */
 	enum parser parser;
 };
 
@@ -94,15 +102,26 @@ struct counter {
 } __attribute__((aligned(64)));
 
 extern struct counter rxc[MAX_THREADS];	/* receivers, rr servers */
-extern struct counter txc[MAX_THREADS];	/* senders, rr clients */
 extern int n_rx, n_tx;
 
-extern atomic_int tx_stop;	/* senders: stop at a message boundary */
-extern atomic_int tx_abort;	/* senders: stop now (stalled) */
+/*
+ * What the senders share with this process: a sender process forked for
+ * rx (fork_tx) writes here too, so it is a MAP_SHARED mapping.
+ */
+struct shared {
+	struct counter txc[MAX_THREADS];	/* senders, rr clients */
+	atomic_int tx_go;	/* forked senders: start */
+	atomic_int tx_exit;	/* forked senders: close the connections */
+	atomic_int tx_stop;	/* senders: stop at a message boundary */
+	atomic_int tx_abort;	/* senders: stop now (stalled) */
+	atomic_int first_err;
+};
+
+extern struct shared *sh;
+
 extern atomic_int rx_stop;	/* receivers: stop */
 extern atomic_int measuring;	/* rr clients: record latencies */
 extern atomic_int rr_stalled;
-extern atomic_int first_err;
 
 extern char *pattern;
 extern unsigned int per_buf;	/* messages in a sender's buffer */
@@ -157,11 +176,15 @@ void set_nonblock(int fd);
 struct mmsghdr *mmsg_alloc(int n);
 void mmsg_free(struct mmsghdr *mm);
 void conns_alloc(int n);
+void shared_init(void);
+void thread_name(const char *fmt, long i);
 void tcp_pairs(int n);
 void tcp_rcvbuf(int fd);
 bool write_all(int fd, const char *p, size_t len);
 
 /* kcmperf_kcm.c */
+extern double parser_ns;	/* a run of the eBPF parser; -1: unknown */
+
 int kcm_parser(void);
 int kcm_socks(void);
 void attach_tcp(int kcm, int tcp, int prog);
@@ -179,6 +202,10 @@ struct stream_rd {
 void *stream_sender(void *arg);
 void *stream_reader(void *arg);
 void stream_readers(const int *fds, unsigned int nsrc, bool reply);
+void stream_epoll_reader(const int *fds);
+void senders_fork(void);
+void senders_go(void);
+void senders_reap(void);
 
 /* kcmperf_user.c */
 void user_framer(void);
@@ -202,6 +229,7 @@ struct checker *rx_checker(const char *fmt, int i);
 struct cpu {
 	unsigned long long usr;		/* jiffies of all CPUs (/proc/stat) */
 	unsigned long long sys;
+	unsigned long long idle;	/* idle and iowait */
 	unsigned long long total;
 	double self;			/* seconds of this process (rusage) */
 };
@@ -219,6 +247,7 @@ struct results {
 extern struct results res;
 
 void cpu_read(struct cpu *c);
+double busy_ns(const struct cpu *a, const struct cpu *b);
 const char *err_name(void);
 void err_save(void);
 void print_common(double secs);

@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -24,15 +26,12 @@
 #include "kcmperf.h"
 
 struct counter rxc[MAX_THREADS];
-struct counter txc[MAX_THREADS];
 int n_rx, n_tx;
+struct shared *sh;
 
-atomic_int tx_stop;
-atomic_int tx_abort;
 atomic_int rx_stop;
 atomic_int measuring;
 atomic_int rr_stalled;
-atomic_int first_err;
 static atomic_int bad_shown;
 
 char *pattern;
@@ -88,7 +87,7 @@ void note_err(int err)
 {
 	int zero = 0;
 
-	atomic_compare_exchange_strong(&first_err, &zero, err);
+	atomic_compare_exchange_strong(&sh->first_err, &zero, err);
 }
 
 void futex_wait(atomic_int *addr, int val, int ms)
@@ -102,6 +101,24 @@ void futex_wait(atomic_int *addr, int val, int ms)
 void futex_wake(atomic_int *addr)
 {
 	syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+/* The state senders share, before anything forks. */
+void shared_init(void)
+{
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED)
+		die_errno("mmap(MAP_SHARED)");
+}
+
+/* Names the calling thread, so that perf and top tell the roles apart. */
+void thread_name(const char *fmt, long i)
+{
+	char name[16];
+
+	snprintf(name, sizeof(name), fmt, i);
+	prctl(PR_SET_NAME, name);
 }
 
 void spawn(void *(*fn)(void *), void *arg)
@@ -120,16 +137,13 @@ void spawn(void *(*fn)(void *), void *arg)
 void counters_reset(void)
 {
 	memset(rxc, 0, sizeof(rxc));
-	memset(txc, 0, sizeof(txc));
+	memset(sh, 0, sizeof(*sh));
 	n_rx = 0;
 	n_tx = 0;
 	n_kfd = 0;
-	atomic_store(&tx_stop, 0);
-	atomic_store(&tx_abort, 0);
 	atomic_store(&rx_stop, 0);
 	atomic_store(&measuring, 0);
 	atomic_store(&rr_stalled, 0);
-	atomic_store(&first_err, 0);
 	atomic_store(&bad_shown, 0);
 }
 
@@ -199,9 +213,20 @@ static size_t pat_off(uint64_t seq)
 	return (seq % per_buf) & (PAT_SPAN - 1);
 }
 
+/* Bytes of a message's trailer: none below HDR + TRAILER bytes. */
+static size_t trailer_len(size_t n)
+{
+	return n >= HDR + TRAILER ? TRAILER : 0;
+}
+
+/* The sequence number, and the trailer that repeats it (complemented). */
 void msg_set_seq(char *p, uint64_t seq)
 {
+	uint64_t t = ~seq;
+
 	memcpy(p + 8, &seq, 8);
+	if (trailer_len(opt.size))
+		memcpy(p + opt.size - TRAILER, &t, TRAILER);
 }
 
 void msg_fill(char *p, uint32_t src, uint64_t seq)
@@ -210,8 +235,8 @@ void msg_fill(char *p, uint32_t src, uint64_t seq)
 
 	memcpy(p, &len, 4);
 	memcpy(p + 4, &src, 4);
-	msg_set_seq(p, seq);
 	memcpy(p + HDR, pattern + pat_off(seq), opt.size - HDR);
+	msg_set_seq(p, seq);
 }
 
 /* @n messages of source @src with sequence numbers 0..n-1 */
@@ -246,13 +271,34 @@ void show_bad(struct checker *ck, const char *p, size_t n, const char *why)
 }
 
 /*
- * Checks message @p of @n bytes; @flag is the source bit it must carry
- * (RESP_FLAG on answers).  Returns its source, or -1 when it is bad.
+ * The payload of message @p (@n bytes, sequence number @seq) between its
+ * header and its trailer: all of it with -X, else 8 bytes every
+ * CHECK_STRIDE, the first right after the header.
+ */
+static bool payload_ok(const char *p, size_t n, uint64_t seq)
+{
+	const char *want = pattern + pat_off(seq);
+	size_t end = n - trailer_len(n) - HDR, off;
+
+	p += HDR;
+	if (opt.full_check)
+		return !memcmp(p, want, end);
+	for (off = 0; off + 8 <= end; off += CHECK_STRIDE)
+		if (memcmp(p + off, want + off, 8))
+			return false;
+	return true;
+}
+
+/*
+ * Checks message @p of @n bytes: its size, header, sequence number (not
+ * below the last of its source), payload (payload_ok()) and trailer;
+ * @flag is the source bit it must carry (RESP_FLAG on answers).  Returns
+ * its source, or -1 when it is bad.
  */
 long msg_check(struct checker *ck, const char *p, size_t n, uint32_t flag)
 {
 	uint32_t len, src;
-	uint64_t seq;
+	uint64_t seq, t;
 
 	if (n != opt.size) {
 		show_bad(ck, p, n, "wrong size");
@@ -271,9 +317,16 @@ long msg_check(struct checker *ck, const char *p, size_t n, uint32_t flag)
 		show_bad(ck, p, n, "sequence number went back");
 		return -1;
 	}
-	if (memcmp(p + HDR, pattern + pat_off(seq), n - HDR)) {
+	if (!payload_ok(p, n, seq)) {
 		show_bad(ck, p, n, "payload differs");
 		return -1;
+	}
+	if (trailer_len(n)) {
+		memcpy(&t, p + n - TRAILER, TRAILER);
+		if (t != ~seq) {
+			show_bad(ck, p, n, "trailer differs");
+			return -1;
+		}
 	}
 	ck->next[src] = seq + 1;
 	return src;
@@ -359,7 +412,9 @@ void conns_alloc(int n)
 
 /*
  * @n loopback connections: peer[i] connected, local[i] accepted.  One at
- * a time, so that the accepted socket is the one just connected.
+ * a time, so that the accepted socket is the one just connected.  rx
+ * (fork_tx) sets the receiving ends' SO_RCVBUF, when it does, on the
+ * listener, before the handshake that fixes their window scale.
  */
 void tcp_pairs(int n)
 {
@@ -368,6 +423,8 @@ void tcp_pairs(int n)
 
 	if (l < 0)
 		die_errno("loopback listener");
+	if (modes[opt.mode]->fork_tx)
+		tcp_rcvbuf(l);
 	for (i = 0; i < n; i++) {
 		peer[i] = kcm_u_tcp_connect(&sin);
 		if (peer[i] < 0)
@@ -385,13 +442,18 @@ void tcp_pairs(int n)
 	close(l);
 }
 
-/* A receiving TCP socket: messages over 32 KB need a set SO_RCVBUF. */
+/*
+ * A receiving TCP socket: messages over 32 KB need a set SO_RCVBUF (KCM
+ * takes no message longer), and room for TCP_RCVBUF_MSGS of them, so
+ * that the senders do not wait for each read.
+ */
 void tcp_rcvbuf(int fd)
 {
 	long want = opt.tcp_rcvbuf;
 
 	if (want < 0)
-		want = opt.size > (32 << 10) ? 4 * (long)opt.size : 0;
+		want = opt.size > (32 << 10) ?
+		       TCP_RCVBUF_MSGS * (long)opt.size : 0;
 	if (want > INT_MAX / 2)
 		want = INT_MAX / 2;
 	if (want) {
@@ -416,7 +478,7 @@ bool write_all(int fd, const char *p, size_t len)
 			p += n;
 			len -= n;
 		} else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-			if (atomic_load(&tx_abort))
+			if (atomic_load(&sh->tx_abort))
 				return false;
 			poll(&pfd, 1, TICK_MS);
 		} else {

@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * kcmperf: the KCM side of the set-up.  Parsers (the documented eBPF
- * program, the same in classic BPF, the built-in length field parser, and
- * the one that frames on the distribution's module) and a mux of
- * opt.kcms KCM sockets with TCP sockets attached.
+ * program, the same in classic BPF, the built-in length field parser,
+ * one that checks every header as a careful application would, and the
+ * one that frames on the distribution's module), what an eBPF parser
+ * costs a run (BPF_PROG_TEST_RUN), and a mux of opt.kcms KCM sockets
+ * with TCP sockets attached.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,6 +18,171 @@
 
 #include "kcmperf.h"
 
+double parser_ns = -1;
+
+#define BPF_FUNC_MAP_LOOKUP_ELEM	1
+#define BPF_FUNC_SKB_LOAD_BYTES		26
+#define PARSER_TEST_RUNS		100000
+#define PARSER_TEST_BYTES		64	/* of the message, after ETH_HLEN */
+#define ETH_HLEN			14
+
+/* What -P check knows of a source: the lengths its headers may carry. */
+struct check_range {
+	uint32_t min;
+	uint32_t max;
+};
+
+/*
+ * -P check's map: for each source (a connection, up to SCALE_MAX_CONNS of
+ * them in scale) its range.
+ */
+static int check_map(void)
+{
+	struct check_range r = { .min = HDR - 4, .max = opt.size - 4 };
+	uint32_t key, n = opt.mode == MODE_SCALE ? SCALE_MAX_CONNS : opt.conns;
+	union bpf_attr attr;
+	int fd;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.map_type = BPF_MAP_TYPE_ARRAY;
+	attr.key_size = sizeof(key);
+	attr.value_size = sizeof(r);
+	attr.max_entries = n;
+	fd = kcm_u_bpf(BPF_MAP_CREATE, &attr);
+	if (fd < 0)
+		die_errno("bpf(BPF_MAP_CREATE)");
+	for (key = 0; key < n; key++) {
+		memset(&attr, 0, sizeof(attr));
+		attr.map_fd = fd;
+		attr.key = (unsigned long)&key;
+		attr.value = (unsigned long)&r;
+		attr.flags = BPF_ANY;
+		if (kcm_u_bpf(BPF_MAP_UPDATE_ELEM, &attr))
+			die_errno("bpf(BPF_MAP_UPDATE_ELEM)");
+	}
+	return fd;
+}
+
+/*
+ * -P check: the length parser of a careful application.  The 16-byte
+ * header (length, source, sequence number) is copied out whole; the
+ * length must lie within the range the source's entry of an array map
+ * allows, the source must have an entry, the sequence number must be
+ * below 2^48.  Returns the message length, 0 while fewer than 16 bytes
+ * are there, or -EBADMSG, -EMSGSIZE, -EPROTO.
+ */
+static int load_check_parser(char *log, unsigned int log_size)
+{
+	int map = check_map(), fd;
+	const struct bpf_insn insns[] = {
+		/* 0: bpf_skb_load_bytes(skb, 0, fp - 16, 16) */
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = 2, .imm = 0 },
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_X, .dst_reg = 3,
+		  .src_reg = 10 },
+		{ .code = BPF_ALU64 | BPF_ADD | BPF_K, .dst_reg = 3, .imm = -16 },
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = 4, .imm = HDR },
+		{ .code = BPF_JMP | BPF_CALL, .imm = BPF_FUNC_SKB_LOAD_BYTES },
+		/* 5: not 16 bytes yet: ask for more */
+		{ .code = BPF_JMP | BPF_JEQ | BPF_K, .dst_reg = 0, .off = 2 },
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = 0, .imm = 0 },
+		{ .code = BPF_JMP | BPF_EXIT },
+		/* 8: r7 = ntohl(length), r8 = source */
+		{ .code = BPF_LDX | BPF_MEM | BPF_W, .dst_reg = 7,
+		  .src_reg = 10, .off = -16 },
+		{ .code = BPF_ALU | BPF_END | BPF_TO_BE, .dst_reg = 7,
+		  .imm = 32 },
+		{ .code = BPF_LDX | BPF_MEM | BPF_W, .dst_reg = 8,
+		  .src_reg = 10, .off = -12 },
+		/* 11: within what any message may be */
+		{ .code = BPF_JMP | BPF_JLT | BPF_K, .dst_reg = 7,
+		  .imm = HDR - 4, .off = 18 },
+		{ .code = BPF_JMP | BPF_JGT | BPF_K, .dst_reg = 7,
+		  .imm = MAX_SIZE - 4, .off = 19 },
+		/* 13: r0 = map[source] */
+		{ .code = BPF_STX | BPF_MEM | BPF_W, .dst_reg = 10,
+		  .src_reg = 8, .off = -20 },
+		{ .code = BPF_LD | BPF_DW | BPF_IMM, .dst_reg = 1,
+		  .src_reg = BPF_PSEUDO_MAP_FD, .imm = map },
+		{ 0 },
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_X, .dst_reg = 2,
+		  .src_reg = 10 },
+		{ .code = BPF_ALU64 | BPF_ADD | BPF_K, .dst_reg = 2, .imm = -20 },
+		{ .code = BPF_JMP | BPF_CALL, .imm = BPF_FUNC_MAP_LOOKUP_ELEM },
+		/* 19: an unknown source */
+		{ .code = BPF_JMP | BPF_JEQ | BPF_K, .dst_reg = 0, .off = 14 },
+		/* 20: within the source's range */
+		{ .code = BPF_LDX | BPF_MEM | BPF_W, .dst_reg = 1,
+		  .src_reg = 0, .off = 0 },
+		{ .code = BPF_JMP | BPF_JLT | BPF_X, .dst_reg = 7,
+		  .src_reg = 1, .off = 8 },
+		{ .code = BPF_LDX | BPF_MEM | BPF_W, .dst_reg = 1,
+		  .src_reg = 0, .off = 4 },
+		{ .code = BPF_JMP | BPF_JGT | BPF_X, .dst_reg = 7,
+		  .src_reg = 1, .off = 8 },
+		/* 24: the sequence number's high word below 2^16 */
+		{ .code = BPF_LDX | BPF_MEM | BPF_W, .dst_reg = 1,
+		  .src_reg = 10, .off = -4 },
+		{ .code = BPF_ALU64 | BPF_RSH | BPF_K, .dst_reg = 1, .imm = 16 },
+		{ .code = BPF_JMP | BPF_JNE | BPF_K, .dst_reg = 1, .off = 3 },
+		/* 27: the header and what it counts */
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_X, .dst_reg = 0,
+		  .src_reg = 7 },
+		{ .code = BPF_ALU64 | BPF_ADD | BPF_K, .dst_reg = 0, .imm = 4 },
+		{ .code = BPF_JMP | BPF_EXIT },
+		/* 30: bad length or sequence number */
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = 0,
+		  .imm = -EBADMSG },
+		{ .code = BPF_JMP | BPF_EXIT },
+		/* 32: longer than the source may send */
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = 0,
+		  .imm = -EMSGSIZE },
+		{ .code = BPF_JMP | BPF_EXIT },
+		/* 34: no such source */
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = 0,
+		  .imm = -EPROTO },
+		{ .code = BPF_JMP | BPF_EXIT },
+	};
+
+	fd = kcm_u_bpf_load(BPF_PROG_TYPE_SOCKET_FILTER, 0, 0, insns,
+			    ARRAY_SIZE(insns), log, log_size);
+	close(map);	/* the program holds it */
+	return fd;
+}
+
+/*
+ * What one run of eBPF parser @prog takes, in ns: BPF_PROG_TEST_RUN over
+ * the first bytes of a message (behind the Ethernet header the test run
+ * strips), PARSER_TEST_RUNS times.  -1 when it cannot be measured.
+ */
+static double parser_cost(int prog)
+{
+	char data[ETH_HLEN + PARSER_TEST_BYTES] = { 0 };
+	uint32_t len = htonl(opt.size - 4), src = 0;
+	uint64_t seq = 1;
+	union bpf_attr attr;
+
+	/* a header is all a parser reads */
+	memcpy(data + ETH_HLEN, &len, 4);
+	memcpy(data + ETH_HLEN + 4, &src, 4);
+	memcpy(data + ETH_HLEN + 8, &seq, 8);
+	memset(&attr, 0, sizeof(attr));
+	attr.test.prog_fd = prog;
+	attr.test.data_in = (unsigned long)data;
+	attr.test.data_size_in = sizeof(data);
+	attr.test.repeat = PARSER_TEST_RUNS;
+	if (kcm_u_bpf(BPF_PROG_TEST_RUN, &attr)) {
+		fprintf(stderr, "# kcmperf: BPF_PROG_TEST_RUN: %s\n",
+			strerror(errno));
+		return -1;
+	}
+	if (attr.test.retval != opt.size) {
+		fprintf(stderr, "# kcmperf: the parser's test run returned %d, not %zu\n",
+			(int)attr.test.retval, opt.size);
+		return -1;
+	}
+	return attr.test.duration;
+}
+
 /* Where the distribution module keeps the message offset: struct sk_buff's
  * cb[] (at 40) holds struct sk_skb_cb, whose strp_msg.offset is at 28.
  */
@@ -22,8 +190,9 @@
 #define BPF_FUNC_PROBE_READ_KERNEL	113
 
 /*
- * The parser "return load_word(skb, 0) + 4;" (kcm_util.h's), or for -P
- * distro "return load_word(skb, strp_offset) + 4;" as raw BPF.
+ * The parser "return load_word(skb, 0) + 4;" (kcm_util.h's), for -P check
+ * load_check_parser()'s, or for -P distro "return load_word(skb,
+ * strp_offset) + 4;" as raw BPF.
  */
 static int load_parser(void)
 {
@@ -51,17 +220,16 @@ static int load_parser(void)
 		{ .code = BPF_ALU64 | BPF_ADD | BPF_K, .imm = 4 },
 		{ .code = BPF_JMP | BPF_EXIT },
 	};
-	static char log[4096];
+	static char log[16384];
 	int fd, err;
 
-	if (opt.parser != PARSER_DISTRO) {
+	if (opt.parser == PARSER_EBPF)
 		fd = kcm_u_parser_len4();
-		if (fd < 0)
-			die_errno("bpf(BPF_PROG_LOAD)");
-		return fd;
-	}
-	fd = kcm_u_bpf_load(BPF_PROG_TYPE_SOCKET_FILTER, 0, 0, distro,
-			    ARRAY_SIZE(distro), log, sizeof(log));
+	else if (opt.parser == PARSER_CHECK)
+		fd = load_check_parser(log, sizeof(log));
+	else
+		fd = kcm_u_bpf_load(BPF_PROG_TYPE_SOCKET_FILTER, 0, 0, distro,
+				    ARRAY_SIZE(distro), log, sizeof(log));
 	if (fd < 0) {
 		err = errno;
 		if (log[0])
@@ -85,6 +253,7 @@ void attach_tcp(int kcm, int tcp, int prog)
 	switch (opt.parser) {
 	case PARSER_EBPF:
 	case PARSER_DISTRO:
+	case PARSER_CHECK:
 		if (kcm_u_attach(kcm, tcp, prog))
 			die_errno("ioctl(SIOCKCMATTACH)");
 		return;
@@ -103,12 +272,20 @@ void attach_tcp(int kcm, int tcp, int prog)
 		die_errno("ioctl(SIOCKCMATTACHEXT)");
 }
 
-/* The program attach_tcp() wants for -P: a loaded eBPF one, or -1. */
+/*
+ * The program attach_tcp() wants for -P: a loaded eBPF one (its cost in
+ * parser_ns), or -1.
+ */
 int kcm_parser(void)
 {
-	if (opt.parser == PARSER_EBPF || opt.parser == PARSER_DISTRO)
-		return load_parser();
-	return -1;
+	int fd;
+
+	if (opt.parser == PARSER_CBPF || opt.parser == PARSER_LENFIELD)
+		return -1;
+	fd = load_parser();
+	if (parser_ns < 0)
+		parser_ns = parser_cost(fd);
+	return fd;
 }
 
 /* A mux of opt.kcms KCM sockets, appended to kfd[]; the first's index. */

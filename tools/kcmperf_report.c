@@ -2,8 +2,9 @@
 /*
  * kcmperf's results: CPU use from /proc/stat over the window (the share
  * of all CPUs busy in user space (usr) and in the kernel, interrupts
- * included (sys)), the error a connection saw, and the one line of
- * key=value pairs a run prints.
+ * included (sys), the share idle (idle, iowait included), and the busy
+ * time of all CPUs over the messages of the window), the error a
+ * connection saw, and the one line of key=value pairs a run prints.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -34,6 +35,7 @@ void cpu_read(struct cpu *c)
 		   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) >= 4) {
 		c->usr = v[0] + v[1];
 		c->sys = v[2] + v[5] + v[6];
+		c->idle = v[3] + v[4];
 		c->total = v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7];
 	}
 	fclose(f);
@@ -41,7 +43,7 @@ void cpu_read(struct cpu *c)
 
 const char *err_name(void)
 {
-	int err = atomic_load(&first_err);
+	int err = atomic_load(&sh->first_err);
 	static char text[32];
 	const char *name;
 	int i;
@@ -74,16 +76,24 @@ void err_save(void)
 	snprintf(err_saved, sizeof(err_saved), "%s", err_name());
 }
 
+/* Busy time of all CPUs from @a to @b, in ns. */
+double busy_ns(const struct cpu *a, const struct cpu *b)
+{
+	return (double)(b->usr - a->usr + b->sys - a->sys) * 1e9 /
+	       sysconf(_SC_CLK_TCK);
+}
+
 void print_cpu(void)
 {
 	double total = res.c1.total - res.c0.total;
 
 	if (total <= 0)
 		total = 1;
-	printf(" cpu=%.1f usr=%.1f sys=%.1f cpus=%d",
+	printf(" cpu=%.1f usr=%.1f sys=%.1f idle=%.1f cpus=%d",
 	       100.0 * (res.c1.usr - res.c0.usr + res.c1.sys - res.c0.sys) / total,
 	       100.0 * (res.c1.usr - res.c0.usr) / total,
-	       100.0 * (res.c1.sys - res.c0.sys) / total, ncpus);
+	       100.0 * (res.c1.sys - res.c0.sys) / total,
+	       100.0 * (res.c1.idle - res.c0.idle) / total, ncpus);
 }
 
 void print_common(double secs)
@@ -95,8 +105,11 @@ void print_common(double secs)
 	       secs);
 	if (opt.impl == IMPL_KCM)
 		printf(" parser=%s", parser_names[opt.parser]);
+	if (opt.impl == IMPL_KCM && parser_ns >= 0)
+		printf(" parser_ns=%.0f", parser_ns);
 	if (opt.ktls)
 		printf(" ktls=1");
+	printf(" check=%s", opt.full_check ? "full" : "sampled");
 }
 
 /* Before another run in the same process (scale). */
@@ -137,7 +150,7 @@ int report_msgs(bool watchdog, void (*extra)(double secs, unsigned long msgs))
 	bool fail;
 
 	if (watchdog) {
-		res.sent = sum_ok(txc, n_tx);
+		res.sent = sum_ok(sh->txc, n_tx);
 		res.got = sum_ok(rxc, n_rx);
 		res.bad = sum_bad(rxc, n_rx);
 		msgs = (res.got1 ? res.got1 : res.got) - res.got0;
@@ -149,6 +162,8 @@ int report_msgs(bool watchdog, void (*extra)(double secs, unsigned long msgs))
 	       secs > 0 ? msgs / secs : 0,
 	       secs > 0 ? msgs * (double)opt.size / 1e6 / secs : 0);
 	print_cpu();
+	printf(" cpu_ns_per_msg=%.0f",
+	       msgs ? busy_ns(&res.c0, &res.c1) / msgs : 0);
 	/*
 	 * The window's messages sent and not read in it, over those read:
 	 * above 0 while the receivers fall behind and buffers fill, so the

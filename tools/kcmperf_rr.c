@@ -58,7 +58,7 @@ static bool read_answer(int fd, char *p)
 static void *rr_client(void *arg)
 {
 	struct rr_client *cl = arg;
-	struct counter *c = &txc[cl->idx];
+	struct counter *c = &sh->txc[cl->idx];
 	struct checker *ck = checker_new(opt.conns, "client-%d", cl->idx);
 	int fd = peer[cl->idx];
 	char *req = malloc(opt.size), *resp = malloc(opt.size);
@@ -69,7 +69,7 @@ static void *rr_client(void *arg)
 	if (!req || !resp)
 		die("out of memory");
 	set_timeo(fd, SO_RCVTIMEO, opt.stall);
-	for (seq = 0; !atomic_load_explicit(&tx_stop, memory_order_relaxed) &&
+	for (seq = 0; !atomic_load_explicit(&sh->tx_stop, memory_order_relaxed) &&
 	     (!opt.count || seq < opt.count); seq++) {
 		msg_fill(req, cl->idx, seq);
 		t0 = kcm_u_now_ns();

@@ -2,9 +2,10 @@
 /*
  * kcmperf -m rx: N loopback TCP connections feed one mux with M KCM
  * sockets, each read by a thread of its own (recv(), recvmmsg() with -R,
- * our KCM_RECV_BATCH with -G, io_uring with -U); a stream sender per
- * connection writes many messages per write(), so that the sender is not
- * what is measured.
+ * our KCM_RECV_BATCH with -G into a buffer of that many messages,
+ * io_uring with -U); a forked process writes each connection's messages,
+ * many per write() (kcmperf_stream.c), so that the sender is not what
+ * is measured.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -55,8 +56,9 @@ static void *kcm_batch_reader(void *arg)
 	ctl = malloc(ctl_len);
 	if (!buf || !ctl)
 		die("out of memory");
+	thread_name("kp-kcm-%ld", idx);
 	set_int(fd, SOL_KCM, KCM_RECV_BATCH, nb);
-	set_timeo(fd, SO_RCVTIMEO, TICK_MS / 1000.0);
+	set_timeo(fd, SO_RCVTIMEO, RX_TIMEO_MS / 1000.0);
 	set_timeo(fd, SO_SNDTIMEO, TICK_MS / 1000.0);
 	while (!atomic_load_explicit(&rx_stop, memory_order_relaxed)) {
 		iov.iov_base = buf;
@@ -126,7 +128,8 @@ void *kcm_reader(void *arg)
 		die("out of memory");
 	mm = mmsg_alloc(nb);
 	iov = mm[0].msg_hdr.msg_iov;
-	set_timeo(fd, SO_RCVTIMEO, TICK_MS / 1000.0);
+	thread_name("kp-kcm-%ld", idx);
+	set_timeo(fd, SO_RCVTIMEO, RX_TIMEO_MS / 1000.0);
 	set_timeo(fd, SO_SNDTIMEO, TICK_MS / 1000.0);
 	for (i = 0; i < nb; i++) {
 		iov[i].iov_base = buf + i * cap;
@@ -199,23 +202,24 @@ void setup_receivers(void)
 		user_framer();
 		break;
 	case IMPL_RAW:
-		stream_readers(local, opt.conns, rr);
+		if (rr)
+			stream_readers(local, opt.conns, true);
+		else
+			stream_epoll_reader(local);
 		break;
 	}
 }
 
+/* The senders were forked (fork_tx) before any thread: they start now. */
 static void setup_rx(void)
 {
-	long i;
-
 	setup_receivers();
-	for (i = 0; i < opt.conns; i++)
-		spawn(stream_sender, (void *)i);
-	n_tx = opt.conns;
+	senders_go();
 }
 
 const struct perf_mode mode_rx = {
 	.name = "rx",
 	.setup = setup_rx,
 	.report = report_stream,
+	.fork_tx = true,
 };

@@ -178,7 +178,7 @@ static int writer_epoll(struct sgroup *g)
 static void *scale_writer(void *arg)
 {
 	struct sgroup *g = arg;
-	struct counter *c = &txc[g->idx];
+	struct counter *c = &sh->txc[g->idx];
 	struct epoll_event ev[SCALE_EVENTS];
 	int ep = writer_epoll(g), i, n, left;
 	unsigned long sent = 0;
@@ -186,8 +186,8 @@ static void *scale_writer(void *arg)
 	struct sconn *s;
 	long r;
 
-	while (!atomic_load_explicit(&tx_abort, memory_order_relaxed)) {
-		stop = stop || atomic_load_explicit(&tx_stop,
+	while (!atomic_load_explicit(&sh->tx_abort, memory_order_relaxed)) {
+		stop = stop || atomic_load_explicit(&sh->tx_stop,
 						    memory_order_relaxed);
 		wrote = false;
 		left = 0;
@@ -483,21 +483,14 @@ static void scale_spread(int n)
 }
 
 /* Busy CPU time from @a to @b, in ns. */
-static double busy_ns(const struct cpu *a, const struct cpu *b)
-{
-	return (double)(b->usr - a->usr + b->sys - a->sys) * 1e9 /
-	       sysconf(_SC_CLK_TCK);
-}
-
+/* cpu_ns_per_msg: report_msgs() */
 static void scale_keys(double secs, unsigned long msgs)
 {
-	double busy = busy_ns(&res.c0, &res.c1);
 	double self = (res.c1.self - res.c0.self) * 1e9;
 
 	(void)secs;
-	printf(" dir=%s cpu_ns_per_msg=%.0f self_ns_per_msg=%.0f attach_us=%.0f",
-	       modes[opt.dir]->name, msgs ? busy / msgs : 0,
-	       msgs ? self / msgs : 0, st.attach_us);
+	printf(" dir=%s self_ns_per_msg=%.0f attach_us=%.0f",
+	       modes[opt.dir]->name, msgs ? self / msgs : 0, st.attach_us);
 	/* every message sent was read: nothing of the run is left out */
 	if (res.ca1.total && res.got)
 		printf(" cpu_all_ns_per_msg=%.0f",

@@ -17,7 +17,7 @@
 void *kcm_sender(void *arg)
 {
 	long idx = (long)arg;
-	struct counter *c = &txc[idx];
+	struct counter *c = &sh->txc[idx];
 	int fd = kfd[idx], batch = opt.sbatch, i, n;
 	char *buf = msgs_build(idx, per_buf);
 	struct mmsghdr *mm = mmsg_alloc(batch);
@@ -26,7 +26,7 @@ void *kcm_sender(void *arg)
 	char *p;
 
 	set_timeo(fd, SO_SNDTIMEO, TICK_MS / 1000.0);
-	while (!atomic_load_explicit(&tx_stop, memory_order_relaxed)) {
+	while (!atomic_load_explicit(&sh->tx_stop, memory_order_relaxed)) {
 		n = batch;
 		if (opt.count && opt.count - seq < (uint64_t)n)
 			n = opt.count - seq;
@@ -49,7 +49,7 @@ void *kcm_sender(void *arg)
 		} else if (errno != EAGAIN && errno != EINTR) {
 			note_err(errno);
 			break;
-		} else if (atomic_load(&tx_abort)) {
+		} else if (atomic_load(&sh->tx_abort)) {
 			break;
 		}
 	}
@@ -65,13 +65,13 @@ static pthread_mutex_t conn_lock[MAX_CONNS];
 static void *user_sender(void *arg)
 {
 	long idx = (long)arg;
-	struct counter *c = &txc[idx];
+	struct counter *c = &sh->txc[idx];
 	char *buf = msgs_build(idx, per_buf);
 	unsigned int turn = idx, slot, n, i;
 	uint64_t seq = 0;
 	int k, fd = -1;
 
-	while (!atomic_load_explicit(&tx_stop, memory_order_relaxed)) {
+	while (!atomic_load_explicit(&sh->tx_stop, memory_order_relaxed)) {
 		slot = seq % per_buf;
 		n = opt.sbatch;
 		if (n > per_buf - slot)

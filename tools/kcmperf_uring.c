@@ -91,6 +91,7 @@ void *kcm_uring_reader(void *arg)
 
 	if (!buf)
 		die("out of memory");
+	thread_name("kp-kcm-%ld", idx);
 	ret = io_uring_queue_init(nq, &ring, 0);
 	if (ret < 0)
 		die("io_uring_queue_init: %s", strerror(-ret));

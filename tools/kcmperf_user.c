@@ -293,6 +293,7 @@ static void *user_io(void *arg)
 	struct uconn *u;
 
 	(void)arg;
+	thread_name("kp-io", 0);
 	if (ep < 0)
 		die_errno("epoll_create1");
 	for (i = 0; i < opt.conns; i++) {
@@ -354,6 +355,7 @@ static void *user_worker(void *arg)
 	struct desc *d;
 	long s;
 
+	thread_name("kp-work-%ld", q->idx);
 	for (;;) {
 		tail = atomic_load_explicit(&q->p.tail, memory_order_acquire);
 		if (tail == head) {

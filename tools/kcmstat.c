@@ -459,8 +459,9 @@ static void flags_add(char *out, size_t size, const char *name,
 static void flags_kcm(const struct obj *o, char *out, size_t size)
 {
 	static const char *const keys[] = {
-		"rx_ready", "rx_disabled", "tx_waiting", NULL };
-	static const char *const names[] = { "RxReady", "RxDisabled", "TxWait" };
+		"rx_ready", "rx_disabled", "tx_waiting", "mem_short", NULL };
+	static const char *const names[] = {
+		"RxReady", "RxDisabled", "TxWait", "MemShort" };
 
 	flags_of(o, keys, names, out, size);
 	if (obj_num(o, "steer_slots"))
@@ -476,8 +477,9 @@ static void flags_kcm(const struct obj *o, char *out, size_t size)
 static void flags_psock(const struct obj *o, char *out, size_t size)
 {
 	static const char *const keys[] = {
-		"rx_stopped", "rx_paused", "tx_stopped", NULL };
-	static const char *const names[] = { "RxStop", "RxPause", "TxStop" };
+		"rx_stopped", "rx_paused", "tx_stopped", "mem_short", NULL };
+	static const char *const names[] = {
+		"RxStop", "RxPause", "TxStop", "MemShort" };
 	const char *wait = obj_get(o, "rx_wait");
 
 	flags_of(o, keys, names, out, size);
@@ -491,12 +493,12 @@ static void table_kcm(const struct obj *o, const struct snap *prev,
 	char flags[64];
 
 	flags_kcm(o, flags, sizeof(flags));
-	printf("  kcm-%-4llu %-10s %-9s %10llu %12llu %10llu %12llu %6llu %6llu %-5s",
+	printf("  kcm-%-4llu %-10s %-9s %10llu %12llu %10llu %12llu %6llu %6llu %9llu %-5s",
 	       obj_num(o, "index"), obj_str(o, "ino"), obj_str(o, "type"),
 	       obj_num(o, "rx_msgs"), obj_num(o, "rx_bytes"),
 	       obj_num(o, "tx_msgs"), obj_num(o, "tx_bytes"),
 	       obj_num(o, "recv_q"), obj_num(o, "send_q"),
-	       obj_str(o, "psock"));
+	       obj_num(o, "rmem") + obj_num(o, "smem"), obj_str(o, "psock"));
 	table_rates(o, prev, secs);
 	printf(" %s\n", flags);
 }
@@ -507,14 +509,37 @@ static void table_psock(const struct obj *o, const struct snap *prev,
 	char flags[64];
 
 	flags_psock(o, flags, sizeof(flags));
-	printf("  psock-%-2llu %-22s %-22s %-11s %10llu %12llu %10llu %12llu %6llu %6llu %-5s",
+	printf("  psock-%-2llu %-22s %-22s %-11s %10llu %12llu %10llu %12llu %6llu %6llu %9llu %-5s",
 	       obj_num(o, "index"), obj_str(o, "local"), obj_str(o, "remote"),
 	       obj_str(o, "tcp_state"), obj_num(o, "rx_msgs"),
 	       obj_num(o, "rx_bytes"), obj_num(o, "tx_msgs"),
 	       obj_num(o, "tx_bytes"), obj_num(o, "recv_q"),
-	       obj_num(o, "send_q"), obj_str(o, "kcm"));
+	       obj_num(o, "send_q"), obj_num(o, "mem_charged"),
+	       obj_str(o, "kcm"));
 	table_rates(o, prev, secs);
 	printf(" %s\n", flags);
+}
+
+/*
+ * Bytes the mux @id holds, charged to its KCM sockets (their queues)
+ * and to its connections' TCP sockets (framing, messages on the mux).
+ */
+static unsigned long long mux_mem(const struct snap *s, unsigned long long id)
+{
+	unsigned long long sum = 0;
+	int i;
+
+	for (i = 0; i < s->n; i++) {
+		const struct obj *o = &s->obj[i];
+
+		if (obj_num(o, "mux") != id)
+			continue;
+		if (!strcmp(o->kind, "kcm"))
+			sum += obj_num(o, "rmem") + obj_num(o, "smem");
+		else if (!strcmp(o->kind, "psock"))
+			sum += obj_num(o, "mem_charged");
+	}
+	return sum;
 }
 
 static void table_mux(const struct snap *s, const struct obj *m,
@@ -530,27 +555,27 @@ static void table_mux(const struct snap *s, const struct obj *m,
 	       obj_num(m, "rx_msgs"), obj_num(m, "rx_bytes"),
 	       obj_num(m, "tx_msgs"), obj_num(m, "tx_bytes"),
 	       obj_num(m, "rx_hold"));
-	printf("retries %llu, dropped %llu, attach %llu, unattach %llu",
+	printf("retries %llu, dropped %llu, attach %llu, unattach %llu; mem %llu B",
 	       obj_num(m, "tx_retries"), obj_num(m, "tx_dropped"),
-	       obj_num(m, "attach"), obj_num(m, "unattach"));
+	       obj_num(m, "attach"), obj_num(m, "unattach"), mux_mem(s, id));
 	steer = obj_get(m, "steer");
 	if (steer && strcmp(steer, "off"))
 		printf("; steer %s: steered %llu, no key %llu, moved %llu",
 		       steer, obj_num(m, "steered"),
 		       obj_num(m, "steer_nokey"), obj_num(m, "steer_moved"));
 	table_rates(m, prev, secs);
-	printf("\n  %-9s %-10s %-9s %10s %12s %10s %12s %6s %6s %-5s", "KCM", "inode",
-	       "type", "rx-msgs", "rx-bytes", "tx-msgs", "tx-bytes", "recv-q",
-	       "send-q", "psock");
+	printf("\n  %-9s %-10s %-9s %10s %12s %10s %12s %6s %6s %9s %-5s", "KCM",
+	       "inode", "type", "rx-msgs", "rx-bytes", "tx-msgs", "tx-bytes",
+	       "recv-q", "send-q", "mem", "psock");
 	table_rate_header(prev);
 	printf(" flags\n");
 	for (i = 0; i < s->n; i++)
 		if (!strcmp(s->obj[i].kind, "kcm") &&
 		    obj_num(&s->obj[i], "mux") == id)
 			table_kcm(&s->obj[i], prev, secs);
-	printf("  %-8s %-22s %-22s %-11s %10s %12s %10s %12s %6s %6s %-5s", "PSOCK",
-	       "local", "remote", "state", "rx-msgs", "rx-bytes", "tx-msgs",
-	       "tx-bytes", "recv-q", "send-q", "kcm");
+	printf("  %-8s %-22s %-22s %-11s %10s %12s %10s %12s %6s %6s %9s %-5s",
+	       "PSOCK", "local", "remote", "state", "rx-msgs", "rx-bytes",
+	       "tx-msgs", "tx-bytes", "recv-q", "send-q", "mem", "kcm");
 	table_rate_header(prev);
 	printf(" flags\n");
 	for (i = 0; i < s->n; i++)

@@ -7,19 +7,41 @@
 # docutils on Documentation/*.rst and the shell scripts through shellcheck.
 # Prints one line per check and fails if any of them says anything.
 #
-#   lint.sh [--kdir DIR]
+#   lint.sh [--kdir DIR [--root ROOT]] [--kernels]
+#
+# --root: DIR is a kernel of that Debian 13 root (tools/testing/kver.sh
+# root), where the build and kernel-doc run.  --kernels (make lint): also
+# a W=1 build against every kernel with headers, of this machine and of
+# the roots (tools/testing/kver.sh list), each in its own copy of the
+# module's sources under .build/kernels/VER.
 set -uo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 kdir=
+kroot=
+kernels=
 cache=${KCM_CACHE:-${HOME:-/tmp}/.cache/kcm}
 
 while [ $# -gt 0 ]; do
 	case $1 in
 	--kdir) kdir=$2; shift 2 ;;
-	*) echo "usage: $0 [--kdir DIR]" >&2; exit 2 ;;
+	--root) kroot=$2; shift 2 ;;
+	--kernels) kernels=1; shift ;;
+	*) echo "usage: $0 [--kdir DIR [--root ROOT]] [--kernels]" >&2; exit 2 ;;
 	esac
 done
+
+# kbuild of a kernel of root $1 ("" for this machine) runs there: the
+# 7.x headers' programs need Debian 13's C library.
+in_root() {
+	local r=$1
+	shift
+	if [ -n "$r" ]; then
+		"$top/tools/testing/trixie-root.sh" run "$@"
+	else
+		"$@"
+	fi
+}
 
 # The headers make builds against (tools/testing/kver.sh), and the
 # checkpatch of the same kernel line: a newer one knows newer rules.
@@ -27,13 +49,15 @@ if [ -z "$kdir" ]; then
 	kver=$("$top/tools/testing/kver.sh" build) || exit 1
 	kdir=/lib/modules/$kver/build
 fi
-line=$(make -s -C "$kdir" kernelversion 2>/dev/null | cut -d. -f1,2)
+line=$(in_root "$kroot" make -s -C "$kdir" kernelversion 2>/dev/null | cut -d. -f1,2)
 src_tar=/usr/src/linux-source-$line.tar.xz
 [ -f "$src_tar" ] ||
 	src_tar=$(find /usr/src -maxdepth 1 -name 'linux-source-*.tar.xz' | sort -V | tail -n 1)
 
 cd "$top" || exit 1
 failed=0
+passed=0
+skipped=0
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
@@ -41,6 +65,7 @@ report() {
 	local name=$1 rc=$2
 	if [ "$rc" = 0 ] && [ ! -s "$out" ]; then
 		echo "ok - lint: $name"
+		passed=$((passed + 1))
 	else
 		echo "not ok - lint: $name"
 		sed 's/^/#   /' "$out"
@@ -50,6 +75,7 @@ report() {
 
 skip() {
 	echo "ok - lint: $1 # SKIP $2"
+	skipped=$((skipped + 1))
 }
 
 # checkpatch.pl and its data files, unpacked once from linux-source.
@@ -111,13 +137,26 @@ else
 	sparse_flag=
 	skip sparse "sparse not installed (apt-get install sparse)"
 fi
-make -C "$kdir" M="$top" W=1 $sparse_flag modules 2>&1 |
+in_root "$kroot" make -C "$kdir" M="$top" W=1 $sparse_flag modules 2>&1 |
 	grep -E 'warning:|error:' >"$out"
 report "W=1 $sparse_flag build" 0
 
-# 3. kernel-doc
-"$kdir/scripts/kernel-doc" -none "${kernel_c[@]}" >"$out" 2>&1
-report "kernel-doc -none" $?
+# 3. kernel-doc: the headers' own, else (Debian's 7.x headers ship none)
+# the newest of this machine's headers
+kdoc_root=$kroot
+kdoc=$kdir/scripts/kernel-doc
+if [ ! -e "$kroot$kdoc" ]; then
+	kdoc_root=
+	kdoc=$(for f in /usr/src/linux-headers-*/scripts/kernel-doc; do
+		[ -e "$f" ] && echo "$f"; done | sort -V | tail -n 1)
+fi
+if [ -n "$kdoc" ]; then
+	in_root "$kdoc_root" "$kdoc" -none "${kernel_c[@]}" >"$out" 2>&1
+	report "kernel-doc -none" $?
+else
+	echo "not ok - lint: kernel-doc: none in $kdir nor in /usr/src/linux-headers-*"
+	failed=$((failed + 1))
+fi
 
 # 4. the man page: groff's own warnings and man's (line breaks, fonts)
 mapfile -t manpages < <("$files" 'man/*.[1-8]')
@@ -159,6 +198,27 @@ if command -v shellcheck >/dev/null; then
 else
 	echo "not ok - lint: shellcheck not installed (apt-get install shellcheck)"
 	failed=$((failed + 1))
+fi
+
+# 7. every kernel: W=1, no warning (--kernels)
+if [ -n "$kernels" ]; then
+	mapfile -t kvers < <("$top/tools/testing/kver.sh" list | awk -F '\t' '$3 == "headers=yes" { print $1 }')
+	[ "${#kvers[@]}" != 0 ] || { echo "not ok - lint: no kernel headers installed"; failed=$((failed + 1)); }
+	for v in "${kvers[@]}"; do
+		r=$("$top/tools/testing/kver.sh" root "$v")
+		dir=$top/.build/kernels/$v
+		rm -rf "$dir"
+		mkdir -p "$dir"
+		cp --parents -t "$dir" Kbuild Kconfig "${kernel_c[@]}"
+		in_root "$r" make -C "/lib/modules/$v/build" M="$dir" W=1 modules >"$dir/build.log" 2>&1
+		rc=$?
+		grep -E 'warning:|error:' "$dir/build.log" >"$out"
+		[ -f "$dir/kcm.ko" ] || rc=1
+		[ "$rc" = 0 ] || [ -s "$out" ] || tail -n 5 "$dir/build.log" >"$out"
+		report "W=1 build against $v${r:+ (Debian 13 root)}" "$rc"
+	done
+	# make lint on its own ends as make check does
+	echo "$passed passed, $failed failed, $skipped skipped"
 fi
 
 [ "$failed" = 0 ]

@@ -446,53 +446,6 @@ struct kcm_psock {
 };
 
 /**
- * kcm_frag_skb() - an empty skb for a small message, head from a page
- *	fragment cache
- * @nc: the psock's or KCM socket's cache
- * @size: room for data
- * @gfp: allocation flags
- *
- * No kmalloc() per message, and (with init_on_alloc) only the bytes used
- * are ever zeroed, once per page.  The head is a page fragment, so TCP can
- * take it by reference.
- *
- * Context: whatever serialises @nc (the TCP or the KCM socket's lock).
- * Return: the skb, or NULL.
- */
-static inline struct sk_buff *kcm_frag_skb(struct page_frag_cache *nc,
-					   unsigned int size, gfp_t gfp)
-{
-	unsigned int fragsz = SKB_DATA_ALIGN(size) +
-			      SKB_DATA_ALIGN(sizeof(struct skb_shared_info));
-	struct sk_buff *skb;
-	void *data;
-
-	data = page_frag_alloc(nc, fragsz, gfp);
-	if (!data)
-		return NULL;
-	skb = build_skb(data, fragsz);
-	if (!skb)
-		skb_free_frag(data);
-	return skb;
-}
-
-/**
- * kcm_frag_cache_drain() - give back the page of a fragment cache
- * @nc: a psock's or KCM socket's cache of small-message heads
- *
- * Fragments already handed out keep their own page references.
- *
- * Context: whatever serialises @nc (the TCP or the KCM socket's lock).
- */
-static inline void kcm_frag_cache_drain(struct page_frag_cache *nc)
-{
-	if (!nc->va)
-		return;
-	__page_frag_cache_drain(virt_to_head_page(nc->va), nc->pagecnt_bias);
-	nc->va = NULL;
-}
-
-/**
  * kcm_psock_of() - the psock a TCP socket is attached as
  * @csk: a TCP socket whose callbacks are KCM's
  *
@@ -724,6 +677,9 @@ struct kcm_steer_sock {
  *	follows of it is dropped too (kcm_tx_check_size()); under
  *	lock_sock()
  * @tx_frag: where small messages are carved from; under lock_sock()
+ * @tx_frag_page: the page of @tx_frag the socket is charged for, whole;
+ *	under lock_sock()
+ * @tx_frag_charged: bytes charged for @tx_frag_page; under lock_sock()
  * @tx_offset: bytes of the first queued message written to @tx_psock;
  *	under lock_sock()
  * @tx_sent: bytes written since the socket got @tx_psock; under lock_sock()
@@ -760,6 +716,8 @@ struct kcm_sock {
 	struct sk_buff *tx_partial;
 	bool tx_too_big;
 	struct page_frag_cache tx_frag;
+	struct page *tx_frag_page;
+	unsigned int tx_frag_charged;
 	unsigned int tx_offset;
 	unsigned int tx_sent;
 	unsigned int tx_queued;

@@ -16,16 +16,24 @@
 #   bench.sh --module KO [--kver VER] [--distro-module KO]
 #            [--distro-parser P] [--secs S]
 #            [--rounds N] [--only 'CFG ...'] [--parsers 'P ...'] [--out DIR]
-#            [--timeout S]
+#            [--timeout S] [--full-check]
 #
 # Configurations (CFG): rx-64 rx-512 rx-16K rx-256K (receive throughput,
-# 2 TCP connections x 2 KCM sockets) and rr-64 (request/response latency,
+# 2 TCP connections x 2 KCM sockets, each read by a thread of its own;
+# the messages come from a sender process, a thread per connection
+# writing 64 KB at a time, TCP_NODELAY, TCP sizing both ends' buffers
+# (but SO_RCVBUF 16x the message above 32 KB, on the listener); the
+# user-space framer: one epoll thread cutting messages for as many
+# worker threads as KCM has readers; raw TCP: one epoll thread reading
+# 1 MB at a time) and rr-64 (request/response latency,
 # 1 connection, 1 KCM socket), each with default socket buffers and with
 # the distribution module's best tuning (KCM SO_RCVBUF 8 MB; the guest
 # raises net.core.rmem_max to allow it); rxm-64 (rx-64 with the KCM
 # readers using recvmmsg(), 16 messages a call); rxb-64 and rxb-512 (rx
 # with our batched receive, KCM_RECV_BATCH 64: ours only, the distro
-# module has no such option); rxB-64 and rxB-512 (the same with reads as
+# module has no such option); rxb1-64 and rxb1-512 (the same with one
+# KCM socket and one reader, and the framer with one worker); rxB-64 and
+# rxB-512 (the same with reads as
 # large as the user-space framer's: 256 KB, KCM_RECV_BATCH 4096 and 512,
 # where that framer reads up to 1 MB a call); rxu-64 (rx-64 with the KCM readers using
 # io_uring, 64 IORING_OP_RECVs in flight each, kcmperf -U 64: both
@@ -63,17 +71,33 @@
 # build of ours (an older commit's kcm.ko) in the distro column; the
 # rxb rows then run there too.
 #
-# --parsers (default 'cbpf lenfield'; '' for none): in the rx (rx-*,
-# rxb-*, rxB-*) and rr configurations ours also runs with these parsers
-# of our extensions (classic BPF, the built-in length field parser)
-# beside the eBPF one; a second table compares them with it and with
-# the user-space framer.
+# --parsers (default 'cbpf lenfield check'; '' for none): in the rx
+# (rx-*, rxb-*, rxb1-*, rxB-*) and rr configurations ours also runs with
+# these parsers beside the documented eBPF one: those of our extensions
+# (classic BPF, the built-in length field parser) and check, an eBPF
+# parser that checks every header against an array map (kcmperf -P
+# check); a table compares them with it and with the user-space framer,
+# and says what a run of each eBPF parser costs (BPF_PROG_TEST_RUN in the
+# guest) and what the check parser adds to the CPU time of a message.
+#
+# Every run reports the guest's idle CPU share over its window (both
+# vCPUs; kcmperf's idle=) and its CPU time per message (busy time of the
+# whole guest over the window's messages).  A baseline (user, raw) run
+# of a throughput row that leaves more than 5% of the CPU idle was held
+# back by something other than its receiving (the sender, wake-ups): the
+# table marks it and every ratio against it with '!'.
+#
+# Every message is checked where it is received (kcmperf: size, header,
+# sequence number, trailer and samples of the payload); --full-check
+# compares every byte of every message (kcmperf -X), at a cost to every
+# receiving column.
 #
 # Exit status: 0 when every run of ours and of the baselines passed (the
 # distribution module failing is the upstream framing bug, reported but
 # not fatal), 1 otherwise, 2 when the VM itself failed.
 set -euo pipefail
 
+args_given=("$@")
 top=$(cd "$(dirname "$0")/../.." && pwd)
 build=$top/.build
 module=
@@ -83,16 +107,17 @@ distro_parser=distro
 secs=2
 rounds=2
 only=
-parsers="cbpf lenfield"
+parsers="cbpf lenfield check"
 out=$build/bench
 timeout_s=
+full_check=0
 
 usage() {
 	cat >&2 <<'EOF'
 usage: bench.sh --module KO [--kver VER] [--distro-module KO]
                 [--distro-parser distro|ebpf] [--secs S (2)]
                 [--rounds N (2)] [--only 'CFG ...'] [--parsers 'P ...']
-                [--out DIR] [--timeout S (600 + 420 a round)]
+                [--out DIR] [--timeout S (600 + 540 a round)] [--full-check]
 EOF
 	exit 2
 }
@@ -109,6 +134,7 @@ while [ $# -gt 0 ]; do
 	--parsers) parsers=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
 	--timeout) timeout_s=$2; shift 2 ;;
+	--full-check) full_check=1; shift ;;
 	*) usage ;;
 	esac
 done
@@ -123,8 +149,8 @@ die() {
 [ -x "$top/tools/kcmperf" ] || die "tools/kcmperf not built: make tools"
 [[ $secs =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "--secs wants seconds, not '$secs'"
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || die "--rounds wants a positive number"
-# a round of every configuration takes 4 to 5 minutes in TCG
-[ -n "$timeout_s" ] || timeout_s=$((600 + 420 * rounds))
+# a round of every configuration takes 5 to 7 minutes in TCG
+[ -n "$timeout_s" ] || timeout_s=$((600 + 540 * rounds))
 [[ $timeout_s =~ ^[1-9][0-9]*$ ]] || die "--timeout wants seconds"
 modinfo=$(PATH=$PATH:/sbin:/usr/sbin command -v modinfo) ||
 	die "modinfo not found: apt-get install kmod"
@@ -152,7 +178,7 @@ install_ko() {
 	esac
 }
 
-default_cfgs="rx-64 rxm-64 rxb-64 rxB-64 rxu-64 rx-512 rxb-512 rxB-512 rx-16K rx-256K rr-64 tx-512 txb-64 txb-512 tls-512 tls-16K scale-rx scale-rxb scale-tx steer-64 steer-512"
+default_cfgs="rx-64 rxm-64 rxb1-64 rxb-64 rxB-64 rxu-64 rx-512 rxb1-512 rxb-512 rxB-512 rx-16K rx-256K rr-64 tx-512 txb-64 txb-512 tls-512 tls-16K scale-rx scale-rxb scale-tx steer-64 steer-512"
 all_cfgs="$default_cfgs tx-64"
 cfgs=${only:-$default_cfgs}
 for c in $cfgs; do
@@ -163,8 +189,8 @@ for c in $cfgs; do
 done
 for p in $parsers; do
 	case $p in
-	cbpf | lenfield) ;;
-	*) die "unknown parser '$p' (known: cbpf lenfield)" ;;
+	cbpf | lenfield | check) ;;
+	*) die "unknown parser '$p' (known: cbpf lenfield check)" ;;
 	esac
 done
 
@@ -184,6 +210,7 @@ rounds=$rounds
 cfgs="$cfgs"
 parsers="$parsers"
 distro_parser=$distro_parser
+full_check=$full_check
 GUEST
 cat >>"$payload/bench-guest.sh" <<'GUEST'
 stall=3
@@ -262,14 +289,14 @@ run() {
 		rxm-*) set -- "$@" -R 16 ;;
 		# rxu-*: KCM readers use io_uring, 64 receives in flight
 		rxu-*) set -- "$@" -U 64 ;;
-		rxb-* | rxB-* | scale-rxb | steer-*)
+		rxb-* | rxb1-* | rxB-* | scale-rxb | steer-*)
 			# batched receive: an extension, ours only (and
 			# another build of ours in the distro column)
 			[ "$who" = distro ] && [ "$distro_parser" = distro ] &&
 				return
 			# rxB: 256 KB reads, as large as the user framer's
 			case $cfg in
-			rxb-* | scale-rxb | steer-*) set -- "$@" -G 64 ;;
+			rxb-* | rxb1-* | scale-rxb | steer-*) set -- "$@" -G 64 ;;
 			*) set -- "$@" -G $((262144 / ${cfg#rxB-})) ;;
 			esac
 			;;
@@ -282,6 +309,8 @@ run() {
 		fi
 		;;
 	esac
+	# --full-check: every payload byte, not samples
+	[ "$full_check" = 1 ] && set -- "$@" -X
 	out=$(timeout -s KILL "$lim" ./kcmperf -i "$impl" -t "$secs" \
 		-W "$stall" "$@" 2>/tmp/err)
 	rc=$?
@@ -318,6 +347,7 @@ for cfg in $cfgs; do
 	rx-*) args="-m rx -s ${cfg#rx-} -c 2 -k 2" ;;
 	rxm-*) args="-m rx -s ${cfg#rxm-} -c 2 -k 2" ;;
 	rxb-*) args="-m rx -s ${cfg#rxb-} -c 2 -k 2" ;;
+	rxb1-*) args="-m rx -s ${cfg#rxb1-} -c 2 -k 1" ;;
 	rxB-*) args="-m rx -s ${cfg#rxB-} -c 2 -k 2" ;;
 	rxu-*) args="-m rx -s ${cfg#rxu-} -c 2 -k 2" ;;
 	rr-*) args="-m rr -s ${cfg#rr-} -c 1 -k 1" ;;
@@ -347,7 +377,7 @@ for cfg in $cfgs; do
 				set -- distro raw ours
 			fi
 			case $cfg in
-			rx-* | rxb-* | rxB-* | rr-*)
+			rx-* | rxb-* | rxb1-* | rxB-* | rr-*)
 				for p in $parsers; do
 					set -- "$@" "ours-$p"
 				done
@@ -376,8 +406,23 @@ KCM_VM_TCG_THREAD=${KCM_VM_TCG_THREAD:-multi} \
 grep -a '^R ' "$out/vm/output.log" | tr -d '\r' >"$out/results.txt" || true
 [ -s "$out/results.txt" ] || die "no results (VM exit $vm_rc); see $out/vm"
 
+# How to run this bench again: make's line (it adds --module and --kver).
+repro=
+for a in "${args_given[@]}"; do
+	case $a in
+	"" | *[[:space:]]*) repro+=" \"$a\"" ;;
+	*) repro+=" $a" ;;
+	esac
+done
+repro=$(printf '%s\n' "$repro" |
+	sed -E 's/ --(module|kver) [^ ]+//g; s/^ //')
+commit=$(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown)
+git -C "$top" diff --quiet HEAD 2>/dev/null || commit="$commit (uncommitted changes)"
+printf "Reproduce: at %s, make bench KVER=%s BENCH_ARGS='%s'\n" \
+	"$commit" "$kver" "$repro" >"$out/table.txt"
+
 # The table: medians per configuration, tuning and implementation.
-awk -v secs="$secs" -v parsers="$parsers" '
+awk -v secs="$secs" -v parsers="$parsers" -v idle_max=5 '
 # rates with k and M, latencies in plain microseconds
 function fmt(v, lat) {
 	if (lat) return sprintf(v < 100 ? "%.1f" : "%.0f", v)
@@ -396,23 +441,39 @@ function amedian(a, n,    i, j, t) {
 	if (n % 2) return a[(n + 1) / 2]
 	return (a[n / 2] + a[n / 2 + 1]) / 2
 }
-function median(key,    n, i, a) {
+# the median of metric array @arr over the runs of @key
+function median_of(key, arr,    n, i, a) {
 	n = nv[key]
-	for (i = 1; i <= n; i++) a[i] = val[key, i]
+	for (i = 1; i <= n; i++) a[i] = arr[key, i]
 	return amedian(a, n)
 }
-function mbmedian(key,    n, i, a) {
-	n = nv[key]
-	for (i = 1; i <= n; i++) a[i] = mb[key, i]
-	return amedian(a, n)
-}
-# value of a cell, or "" when a run failed (text in cell[])
-function cellv(row, who,    key) {
+# value of a cell in @arr, or "" when a run failed (text in cell[])
+function cellv_of(row, who, arr,    key) {
 	key = row SUBSEP who
 	if (fails[key] || !nv[key]) return ""
-	return median(key)
+	return median_of(key, arr)
 }
-function celltext(row, who, lat,    key, t) {
+function cellv(row, who) {
+	return cellv_of(row, who, val)
+}
+# the most idle run of a cell, in % of the guest CPU, or "" if unknown
+function maxidle(row, who,    key, i, m) {
+	key = row SUBSEP who
+	m = ""
+	for (i = 1; i <= nv[key]; i++)
+		if (idle[key, i] != "" && (m == "" || idle[key, i] > m))
+			m = idle[key, i]
+	return m
+}
+# "!" for a baseline of a throughput row that left more than idle_max %
+# of the CPU idle in one of its runs: it was not busy receiving
+function mark(row, who,    m) {
+	if (who != "user" && who != "raw") return ""
+	if (row ~ /^rr/ || row !~ (SUBSEP "1$")) return ""
+	m = maxidle(row, who)
+	return m != "" && m > idle_max ? "!" : ""
+}
+function celltext(row, who, lat,    key, t, m) {
 	key = row SUBSEP who
 	if (!runs[key]) return "-"
 	if (fails[key]) {
@@ -421,7 +482,11 @@ function celltext(row, who, lat,    key, t) {
 			t = t sprintf(" %d/%d", fails[key], runs[key])
 		return t " " why[key]
 	}
-	return fmt(median(key), lat)
+	t = fmt(median_of(key, val), lat)
+	# the first metric of a row (msg/s, req/s) shows the idle share
+	if (row ~ (SUBSEP "1$") && (m = maxidle(row, who)) != "")
+		t = t sprintf(" %.0f%%", m) mark(row, who)
+	return t
 }
 function ratio(a, b) {
 	if (a == "" || b == "" || b == 0) return "-"
@@ -431,24 +496,41 @@ function ratio(a, b) {
 # to it in the bench'"'"'s order (the same round) over it, so that a host
 # whose speed drifts during the bench moves both sides of each ratio
 function pratio(row, who) {
-	return pratio_of(row, "ours", who)
+	return marked(pratio_of(row, "ours", who, val), row, who)
 }
-# the same for @mine, another column of ours, over @who
-function pratio_of(row, mine, who,    ko, kw, i, j, best, bd, d, n, a) {
+# ratio @r against @who'"'"'s cell of @row, marked as that cell is
+function marked(r, row, who) {
+	return r == "-" ? r : r mark(row, who)
+}
+# the same for @mine, another column of ours, over @who, of metric @arr
+function pratio_of(row, mine, who, arr,    ko, kw, i, j, best, bd, d, n, a) {
 	ko = row SUBSEP mine; kw = row SUBSEP who
 	if (fails[ko] || fails[kw] || !nv[ko] || !nv[kw]) return "-"
 	n = 0
 	for (i = 1; i <= nv[kw]; i++) {
-		if (val[kw, i] == 0) return "-"
+		if (arr[kw, i] == 0) return "-"
 		best = 0
 		for (j = 1; j <= nv[ko]; j++) {
 			d = seq[ko, j] - seq[kw, i]
 			if (d < 0) d = -d
 			if (!best || d < bd) { best = j; bd = d }
 		}
-		a[++n] = val[ko, best] / val[kw, i]
+		a[++n] = arr[ko, best] / arr[kw, i]
 	}
 	return sprintf("%.2f", amedian(a, n))
+}
+# the median test-run time of the parser of (@row, @who), or "-"
+function ptext(row, who,    n, i, a) {
+	n = pnn[row, who]
+	if (!n) return "-"
+	for (i = 1; i <= n; i++) a[i] = pnv[row, who, i]
+	return sprintf("%.0f", amedian(a, n))
+}
+function cputext(row, who,    key) {
+	key = row SUBSEP who
+	if (!runs[key]) return "-"
+	if (fails[key] || !nv[key]) return "FAIL"
+	return sprintf("%.0f", median_of(key, cpu))
 }
 # the connections axis has a table of its own (below)
 /^R cfg=scale-/ { next }
@@ -462,6 +544,7 @@ function pratio_of(row, mine, who,    ko, kw, i, j, best, bd, d, n, a) {
 	row = f["cfg"] SUBSEP f["tune"]
 	if (!(row in seen)) { seen[row] = 1; rows[++nrows] = row }
 	w = f["who"]
+	if (f["parser_ns"] != "") pnv[row, w, ++pnn[row, w]] = f["parser_ns"] + 0
 	n_metrics = (f["cfg"] ~ /^rr/) ? 4 : 1
 	for (m = 1; m <= n_metrics; m++) {
 		r = row SUBSEP m
@@ -491,6 +574,9 @@ function pratio_of(row, mine, who,    ko, kw, i, j, best, bd, d, n, a) {
 		else v = f["p999_us"]
 		val[key, ++nv[key]] = v + 0
 		seq[key, nv[key]] = NR
+		# a number, or "" from a kcmperf that does not say
+		idle[key, nv[key]] = f["idle"] == "" ? "" : f["idle"] + 0
+		cpu[key, nv[key]] = f["cpu_ns_per_msg"] + 0
 		if (n_metrics == 1) mb[key, nv[key]] = f["mb_per_s"] + 0
 	}
 }
@@ -510,8 +596,9 @@ END {
 			o = cellv(r, "ours")
 			omb = "-"
 			if (n_metrics == 1 && o != "")
-				omb = sprintf("%.1f", mbmedian(r SUBSEP "ours"))
+				omb = sprintf("%.1f", median_of(r SUBSEP "ours", mb))
 			lat = m > 1
+			if (mark(r, "user") mark(r, "raw") != "") nmarked++
 			printf fmt_row, rc[1], rc[2], name, celltext(r, "ours", lat),
 			       celltext(r, "distro", lat), celltext(r, "user", lat),
 			       celltext(r, "raw", lat), pratio(r, "distro"),
@@ -523,20 +610,47 @@ END {
 	print "Ratios are ours/other: above 1 is better for msg/s and req/s,"
 	print "below 1 is better for latency; each is the median, over the"
 	print "other column'"'"'s runs, of ours'"'"' run of the same round over it"
-	print "(paired: a host that drifts moves both).  FAIL n/m: n of m runs lost,"
-	print "damaged or stalled messages; such a cell has no number.  EXXX:"
-	print "the error posted on a connection (err#: not an errno); every"
-	print "run in full (CPU use, MB/s, counts) is in results.txt."
+	print "(paired: a host that drifts moves both).  N%: the guest'"'"'s idle"
+	print "CPU share (both vCPUs, over the window) of the cell'"'"'s most idle"
+	print "run.  !: a baseline that left more than " idle_max "% idle in a run"
+	print "of a throughput row: it was held back by something else than"
+	print "receiving, and a ratio against it is no result (request/response"
+	print "is one request at a time, idle by design, never marked)."
+	print "FAIL n/m: n of m runs lost, damaged or stalled messages; such a"
+	print "cell has no number.  EXXX: the error posted on a connection"
+	print "(err#: not an errno); every run in full (CPU use, MB/s, counts)"
+	print "is in results.txt."
+	if (nmarked) print "Rows with a baseline marked !: " nmarked "."
+	print ""
+	print "CPU per message: ns of busy CPU (both vCPUs, softirqs included) over"
+	print "the window'"'"'s messages, medians; ratios ours/other, paired as above"
+	print "(below 1: ours costs less):"
+	fmt_c = "%-8s %-7s %9s %9s %9s %9s %7s %7s %7s\n"
+	printf fmt_c, "config", "tuning", "ours", "distro", "user", "raw",
+	       "o/dist", "o/user", "o/raw"
+	for (i = 1; i <= nrows; i++) {
+		split(rows[i], rc, SUBSEP)
+		if (rc[1] ~ /^rr/) continue
+		r = rows[i] SUBSEP 1
+		printf fmt_c, rc[1], rc[2], cputext(r, "ours"),
+		       cputext(r, "distro"), cputext(r, "user"), cputext(r, "raw"),
+		       pratio_of(r, "ours", "distro", cpu),
+		       pratio_of(r, "ours", "user", cpu),
+		       pratio_of(r, "ours", "raw", cpu)
+	}
 	np = split(parsers, pl, " ")
 	if (!np) exit
 	print ""
-	print "Parsers of ours (extensions: classic BPF, built-in length field):"
-	fmt_p = "%-8s %-7s %-8s %-23s %-23s %-23s %8s %8s %8s %8s\n"
+	print "Parsers of ours: the documented eBPF one (ebpf), classic BPF and the"
+	print "built-in length field (extensions), and check, an eBPF parser that"
+	print "checks each header against an array map; msg/s, their ratios to"
+	print "ebpf and (paired) to the user framer:"
+	fmt_p = "%-8s %-7s %-8s %-14s %-14s %-14s %-14s %7s %7s %7s %7s %7s %7s\n"
 	printf fmt_p, "config", "tuning", "metric", "ebpf", "cbpf", "lenfield",
-	       "cbpf/e", "lenf/e", "cbpf/u", "lenf/u"
+	       "check", "cbpf/e", "lenf/e", "chk/e", "cbpf/u", "lenf/u", "chk/u"
 	for (i = 1; i <= nrows; i++) {
 		split(rows[i], rc, SUBSEP)
-		if (rc[1] !~ /^(rx|rxb|rxB|rr)-/) continue
+		if (rc[1] !~ /^(rx|rxb|rxb1|rxB|rr)-/) continue
 		n_metrics = (rc[1] ~ /^rr/) ? 4 : 1
 		for (m = 1; m <= n_metrics; m++) {
 			r = rows[i] SUBSEP m
@@ -546,13 +660,35 @@ END {
 			printf fmt_p, rc[1], rc[2], name, celltext(r, "ours", lat),
 			       celltext(r, "ours-cbpf", lat),
 			       celltext(r, "ours-lenfield", lat),
+			       celltext(r, "ours-check", lat),
 			       ratio(cellv(r, "ours-cbpf"), e),
 			       ratio(cellv(r, "ours-lenfield"), e),
-			       pratio_of(r, "ours-cbpf", "user"),
-			       pratio_of(r, "ours-lenfield", "user")
+			       ratio(cellv(r, "ours-check"), e),
+			       marked(pratio_of(r, "ours-cbpf", "user", val), r, "user"),
+			       marked(pratio_of(r, "ours-lenfield", "user", val), r, "user"),
+			       marked(pratio_of(r, "ours-check", "user", val), r, "user")
 		}
 	}
-}' "$out/results.txt" >"$out/table.txt"
+	print ""
+	print "What a parser costs: a run of it alone (BPF_PROG_TEST_RUN in the"
+	print "guest, ns), and the CPU time of a message with it (ns, medians;"
+	print "check-ebpf: what checking each header adds to a message):"
+	fmt_q = "%-8s %-7s %8s %8s %9s %9s %9s %9s %10s\n"
+	printf fmt_q, "config", "tuning", "run ebpf", "run chk", "cpu ebpf",
+	       "cpu cbpf", "cpu lenf", "cpu chk", "check-ebpf"
+	for (i = 1; i <= nrows; i++) {
+		split(rows[i], rc, SUBSEP)
+		if (rc[1] !~ /^(rx|rxb|rxb1|rxB)-/) continue
+		r = rows[i] SUBSEP 1
+		e = cellv_of(r, "ours", cpu)
+		c = cellv_of(r, "ours-check", cpu)
+		d = (e != "" && c != "") ? sprintf("%+.0f", c - e) : "-"
+		printf fmt_q, rc[1], rc[2], ptext(rows[i], "ours"),
+		       ptext(rows[i], "ours-check"), cputext(r, "ours"),
+		       cputext(r, "ours-cbpf"), cputext(r, "ours-lenfield"),
+		       cputext(r, "ours-check"), d
+	}
+}' "$out/results.txt" >>"$out/table.txt"
 
 # The connections axis: per configuration and module, one column per N.
 awk '

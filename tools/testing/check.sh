@@ -15,7 +15,9 @@
 #
 # --kdir: the headers the module was built with (default
 # /lib/modules/VER/build): the lint gate builds with them too, so that it
-# cannot leave a kcm.ko for another kernel behind.
+# cannot leave a kcm.ko for another kernel behind.  A VER of the Debian 13
+# root (tools/testing/kver.sh root VER) is booted from there, and the lint
+# gate and DKMS run inside it.
 # --kernel, --extra-modules: passed to vm.sh.  --run: the guest command
 # (selftests/run_tests.sh).  --stage: also copied into the guest's /kcm.
 # --out: where the payload, check.log and vm/ go (.build).  --vm-only: no
@@ -66,6 +68,13 @@ summary() {
 	echo "$1 passed, $2 failed, $3 skipped"
 }
 
+# The root that holds VER (empty: this machine; a --kernel of its own
+# has none)
+kroot=
+if [ -n "$kver" ] && [ -z "$kernel" ]; then
+	kroot=$("$top/tools/testing/kver.sh" root "$kver" 2>/dev/null)
+fi
+
 if [ ! -f "$module" ]; then
 	echo "check: no module at '$module'" >&2
 	summary 0 1 0
@@ -106,7 +115,7 @@ if [ "$kind" = ours ] && [ -z "${KCM_SKIP_LINT:-}" ] && [ -z "$vm_only" ]; then
 		echo "# lint (in ${tree#"$top"/}, without git)"
 	fi
 	[ -n "$kdir" ] || kdir=${kver:+/lib/modules/$kver/build}
-	"$tree/tools/lint.sh" ${kdir:+--kdir "$kdir"} | tee -a "$log"
+	"$tree/tools/lint.sh" ${kdir:+--kdir "$kdir"} ${kroot:+--root "$kroot"} | tee -a "$log"
 fi
 
 # UAPI hygiene of our header (host side).
@@ -147,8 +156,9 @@ vm_args=(--module "$module" --payload "$payload" --timeout "$timeout"
 	 --out "$build/vm" "${extra[@]}")
 [ -n "$kver" ] && vm_args+=(--kernel-version "$kver")
 [ -n "$kernel" ] && vm_args+=(--kernel "$kernel")
+[ -n "$kroot" ] && vm_args+=(--root "$kroot")
 
-echo "# kcm check: module $kind ($module)${kver:+, kernel $kver}${kernel:+ ($kernel)}"
+echo "# kcm check: module $kind ($module)${kver:+, kernel $kver}${kernel:+ ($kernel)}${kroot:+ of $kroot}"
 "$top/tools/testing/vm/vm.sh" "${vm_args[@]}" | tee -a "$log"
 rc=${PIPESTATUS[0]}
 
@@ -157,7 +167,7 @@ rc=${PIPESTATUS[0]}
 if [ "$kind" = ours ] && [ -z "$vm_only" ] && [ -z "${KCM_SKIP_DKMS:-}" ]; then
 	echo "# install: make install, DKMS, autoload in the VM"
 	"$top/tools/testing/dkms-check.sh" --kver "${kver:-$(uname -r)}" --out "$build" \
-		--src "$tree" --timeout 300 | tee -a "$log"
+		--src "$tree" --timeout 300 ${kroot:+--root "$kroot"} | tee -a "$log"
 	[ "${PIPESTATUS[0]}" = 0 ] || rc=1
 fi
 

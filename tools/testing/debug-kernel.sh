@@ -3,11 +3,13 @@
 #
 # Build (or reuse) the debug kernel of 'make check-debug': the distro's
 # linux-source-6.1 (--line 6.12: linux-source-6.12; --line 6.12-rt: the same
-# with CONFIG_PREEMPT_RT) with net/kcm replaced by this tree, KASAN, lockdep,
+# with CONFIG_PREEMPT_RT; --line 7.2: linux-source-7.2 of trixie-backports,
+# from the Debian 13 root of tools/testing/trixie-root.sh) with net/kcm
+# replaced by this tree, KASAN, lockdep,
 # kmemleak and friends (tools/testing/debug-kernel.config), and our kcm.ko
 # built in the kernel tree as net/kcm/kcm.ko.
 #
-#   debug-kernel.sh [--out DIR] [--jobs N] [--line 6.1|6.12|6.12-rt]
+#   debug-kernel.sh [--out DIR] [--jobs N] [--line 6.1|6.12|6.12-rt|7.2]
 #
 # Leaves in DIR (default .build/debug): bzImage, kcm.ko, kernel.release,
 # ksrc and kbuild (the paths of the kernel tree and of its O= build),
@@ -22,11 +24,13 @@
 # sources into src/net/kcm and src/include (only files whose content
 # changed); if our Kconfig changed it reconfigures and lets make rebuild
 # what depends on it (a minute or two), and it always runs 'make modules',
-# which rebuilds just what changed (seconds).  The KCM_DEBUG_KEEP (3) most
+# which rebuilds just what changed (seconds).  The KCM_DEBUG_KEEP (4) most
 # recently used kernels are kept (one per line).
 #
 # Environment: KCM_CACHE, KCM_JOBS (nproc + 1), KCM_DEBUG_KEEP,
-#   KCM_LINUX_SOURCE (/usr/src/linux-source-LINE.tar.xz).
+#   KCM_LINUX_SOURCE (/usr/src/linux-source-LINE.tar.xz, for 7.2 in the
+#   Debian 13 root).  Every line is built with this machine's compiler:
+#   kcm.ko is built in the same tree, so both come from one compiler.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -36,7 +40,7 @@ line=6.1
 cache=${KCM_CACHE:-${HOME:-/tmp}/.cache/kcm}/debug-kernel
 out=$top/.build/debug
 jobs=${KCM_JOBS:-$(($(nproc) + 1))}
-keep=${KCM_DEBUG_KEEP:-3}
+keep=${KCM_DEBUG_KEEP:-4}
 PATH=$PATH:/sbin:/usr/sbin
 
 while [ $# -gt 0 ]; do
@@ -44,17 +48,19 @@ while [ $# -gt 0 ]; do
 	--out) out=$2; shift 2 ;;
 	--jobs) jobs=$2; shift 2 ;;
 	--line) line=$2; shift 2 ;;
-	*) echo "usage: $0 [--out DIR] [--jobs N] [--line 6.1|6.12|6.12-rt]" >&2; exit 2 ;;
+	*) echo "usage: $0 [--out DIR] [--jobs N] [--line 6.1|6.12|6.12-rt|7.2]" >&2; exit 2 ;;
 	esac
 done
 case $line in
-6.1 | 6.12 | 6.12-rt) ;;
-*) echo "$0: --line is 6.1, 6.12 or 6.12-rt, not '$line'" >&2; exit 2 ;;
+6.1 | 6.12 | 6.12-rt) pkgroot= ;;
+# Debian 12 has no linux-source-7.2: the Debian 13 root installs it.
+7.2) pkgroot=$("$top/tools/testing/trixie-root.sh" path) ;;
+*) echo "$0: --line is 6.1, 6.12, 6.12-rt or 7.2, not '$line'" >&2; exit 2 ;;
 esac
 # 6.12-rt: linux-source-6.12 built with CONFIG_PREEMPT_RT
 base=${line%-rt}
 pkg=linux-source-$base
-tarball=${KCM_LINUX_SOURCE:-/usr/src/$pkg.tar.xz}
+tarball=${KCM_LINUX_SOURCE:-$pkgroot/usr/src/$pkg.tar.xz}
 # A kernel line may need more: debug-kernel-BASE.config, then
 # debug-kernel-LINE.config (the flavour's own) join the fragment.
 names=("$base")
@@ -277,14 +283,18 @@ done
 
 if [ ! -f "$tarball" ]; then
 	if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
-		die "$tarball missing: apt-get install $pkg"
+		die "$tarball missing: ${pkgroot:+in the Debian 13 root $pkgroot: }apt-get install $pkg"
 	fi
-	say "installing $pkg"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$pkg" >/dev/null ||
-		die "apt-get install $pkg failed"
+	say "installing $pkg${pkgroot:+ in the Debian 13 root}"
+	if [ -n "$pkgroot" ]; then
+		"$top/tools/testing/trixie-root.sh" install || die "tools/testing/trixie-root.sh install failed"
+	else
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$pkg" >/dev/null ||
+			die "apt-get install $pkg failed"
+	fi
 	[ -f "$tarball" ] || die "$pkg installed but $tarball is still missing"
 fi
-pkg_version=$(dpkg-query -W -f='${Version}' "$pkg" 2>/dev/null) ||
+pkg_version=$(dpkg-query ${pkgroot:+--admindir="$pkgroot/var/lib/dpkg"} -W -f='${Version}' "$pkg" 2>/dev/null) ||
 	pkg_version=$(stat -c '%s %Y' "$tarball")
 
 key=$({

@@ -18,11 +18,17 @@
 #    must autoload ours (tools/testing/vm/autoload-guest.sh).
 # 4. dkms remove: the kernel's module is the one modprobe finds again.
 #
+# With --root ROOT (a kernel of the Debian 13 root, tools/testing/
+# trixie-root.sh), steps 2 to 4 are what a Debian 13 user does: the
+# sources go to ROOT's /usr/src, dkms and depmod run inside ROOT, and the
+# VM boots ROOT's image with ROOT's module tree.  Step 2 also asks DKMS
+# for a kernel outside BUILD_EXCLUSIVE_KERNEL, which it must refuse.
+#
 # Needs root and dkms (tools/deps.sh installs it).  Leaves nothing behind:
 # the DKMS module is removed on exit, also after a failure, so that runs
 # can be repeated.
 #
-#   dkms-check.sh --kver VER [--out DIR] [--src TREE] [--timeout SECS]
+#   dkms-check.sh --kver VER [--out DIR] [--src TREE] [--timeout SECS] [--root ROOT]
 set -uo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -30,17 +36,33 @@ kver=
 out=$top/.build
 srctree=$top
 timeout=300
+kroot=
+usage="usage: $0 --kver VER [--out DIR] [--src TREE] [--timeout SECS] [--root ROOT]"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--kver) kver=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
 	--timeout) timeout=$2; shift 2 ;;
 	--src) srctree=$(cd "$2" && pwd) || exit 2; shift 2 ;;
-	*) echo "usage: $0 --kver VER [--out DIR] [--src TREE] [--timeout SECS]" >&2; exit 2 ;;
+	--root) kroot=$2; shift 2 ;;
+	*) echo "$usage" >&2; exit 2 ;;
 	esac
 done
-[ -n "$kver" ] || { echo "usage: $0 --kver VER [--out DIR] [--src TREE] [--timeout SECS]" >&2; exit 2; }
+[ -n "$kver" ] || { echo "$usage" >&2; exit 2; }
 export PATH=$PATH:/sbin:/usr/sbin
+
+# dkms as the machine that has the kernel runs it: here, or in the root.
+dkms() {
+	if [ -n "$kroot" ]; then
+		"$top/tools/testing/trixie-root.sh" run dkms "$@"
+	else
+		command dkms "$@"
+	fi
+}
+# modinfo of the kernel's module tree (paths as seen from here)
+kmodinfo() {
+	modinfo ${kroot:+-b "$kroot"} -k "$kver" "$@"
+}
 
 failed=0
 work=$out/dkms
@@ -74,14 +96,15 @@ result $? "dkms: dkms.conf PACKAGE_VERSION '$ver' is the module's MODULE_VERSION
 range=$(sed -n 's/^BUILD_EXCLUSIVE_KERNEL="\(.*\)"$/\1/p' "$top/dkms.conf")
 r=0
 for v in "$kver" 6.1.0-9-amd64 6.1.0-57-amd64 6.6.30 6.10.2-arch1 6.12.118+deb12-amd64 \
-	 6.12.118+deb12-rt-amd64; do
+	 6.12.118+deb12-rt-amd64 6.18.15+deb13-amd64 7.0.13+deb13-amd64 \
+	 7.2.12+deb13-rt-amd64 7.3.4+deb13-amd64 7.3.4+deb13-rt-amd64; do
 	[[ $v =~ $range ]] || { echo "# $v is outside '$range'" >>"$slog"; r=1; }
 done
-for v in 5.10.0-30-amd64 5.15.0-1-generic 6.0.12 6.13.0-1-amd64 6.19.3 7.1.0 16.1.0; do
+for v in 5.10.0-30-amd64 5.15.0-1-generic 6.0.12 7.4.0 7.10.1 8.0.1 16.1.0 17.3.4; do
 	[[ $v =~ $range ]] && { echo "# $v is inside '$range'" >>"$slog"; r=1; }
 done
 [ -n "$range" ]
-result $((r | $?)) "dkms: BUILD_EXCLUSIVE_KERNEL '$range' takes $kver and 6.1 to 6.12, not 5.x, 6.0, 6.13+"
+result $((r | $?)) "dkms: BUILD_EXCLUSIVE_KERNEL '$range' takes $kver and 6.1 to 7.3, not 5.x, 6.0, 7.4+"
 
 # ---- 1. make install
 inst=$work/install
@@ -96,7 +119,7 @@ make -s -C "$top" install KVER="$kver" INSTALL_MOD_PATH="$inst/root" \
 result $? "install: make install puts kcm.ko in updates/ (net-pf-41 resolves to it), kcmstat and kcm.7 under PREFIX"
 
 # ---- 2. DKMS
-if ! command -v dkms >/dev/null; then
+if ! { [ -n "$kroot" ] && [ -x "$kroot/usr/sbin/dkms" ]; } && ! command -v dkms >/dev/null; then
 	echo "not ok - dkms: dkms not installed (apt-get install dkms, or make deps)"
 	exit 1
 fi
@@ -105,7 +128,7 @@ if [ "$(id -u)" != 0 ]; then
 	exit 1
 fi
 
-src=/usr/src/kcm-$ver
+src=$kroot/usr/src/kcm-$ver
 cleanup() {
 	dkms remove -m kcm -v "$ver" --all >>"$log" 2>&1
 	rm -rf "$src"
@@ -135,8 +158,18 @@ result $? "dkms: dkms build kcm/$ver -k $kver"
 dkms install -m kcm -v "$ver" -k "$kver" >>"$slog" 2>&1
 result $? "dkms: dkms install kcm/$ver -k $kver"
 
-mods=/lib/modules/$kver
-ko=$(modinfo -k "$kver" -n net-pf-41 2>>"$slog")
+# A kernel outside the range: DKMS says so and builds nothing (dkms 3
+# exits 77 there; a compile error would be another status).
+outside=7.99.0-1-amd64
+dkms build -m kcm -v "$ver" -k "$outside" >>"$slog" 2>&1
+r=$?
+[ "$r" != 0 ] && grep -q BUILD_EXCLUSIVE "$slog" &&
+	! compgen -G "$kroot/var/lib/dkms/kcm/$ver/$outside/*/module/kcm.ko*" >/dev/null
+result $? "dkms: dkms build -k $outside is refused by BUILD_EXCLUSIVE_KERNEL (exit $r), not compiled"
+
+mods=$kroot/lib/modules/$kver
+gmods=/lib/modules/$kver
+ko=$(kmodinfo -n net-pf-41 2>>"$slog")
 case $ko in
 "$mods"/updates/*) r=0 ;;
 *) r=1 ;;
@@ -149,29 +182,31 @@ if [ "$r" = 0 ]; then
 	overlay=$work/overlay
 	payload=$work/payload
 	rm -rf "$overlay" "$payload"
-	mkdir -p "$overlay$mods" "$payload"
+	mkdir -p "$overlay$gmods" "$payload"
 	for f in modules.dep modules.alias modules.softdep modules.symbols \
 		 modules.builtin modules.order; do
-		[ -f "$mods/$f" ] && cp "$mods/$f" "$overlay$mods/"
+		[ -f "$mods/$f" ] && cp "$mods/$f" "$overlay$gmods/"
 	done
 	distro=$(find "$mods/kernel/net/kcm" -name 'kcm.ko*' | head -n 1)
 	for f in "$ko" $distro; do
-		mkdir -p "$overlay$(dirname "$f")"
-		cp "$f" "$overlay$f"
+		g=$gmods/${f#"$mods"/}
+		mkdir -p "$overlay$(dirname "$g")"
+		cp "$f" "$overlay$g"
 	done
 	cp "$top/selftests/kcm_helper" "$top/tools/testing/vm/autoload-guest.sh" "$payload/"
 	srcv=$(modinfo -F srcversion "$ko")
 	"$top/tools/testing/vm/vm.sh" --no-module --kernel-version "$kver" \
 		--extra-modules '' --overlay "$overlay" --payload "$payload" \
 		--env "KCM_WANT_VERSION=$ver KCM_WANT_SRCVERSION=$srcv" \
-		--run 'sh autoload-guest.sh' --out "$work/vm" --timeout "$timeout"
+		--run 'sh autoload-guest.sh' --out "$work/vm" --timeout "$timeout" \
+		${kroot:+--root "$kroot"}
 	vm_rc=$?
 	[ "$vm_rc" = 0 ] || failed=$((failed + 1))
 fi
 
 # ---- 4. dkms remove
 cleanup
-ko=$(modinfo -k "$kver" -n net-pf-41 2>>"$slog")
+ko=$(kmodinfo -n net-pf-41 2>>"$slog")
 case $ko in
 "$mods"/updates/*) r=1 ;;
 *) r=0 ;;

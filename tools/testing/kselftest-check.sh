@@ -10,8 +10,9 @@
 #
 #   kselftest-check.sh --out DIR [--line 6.1|6.12] [--ksrc DIR [--kbuild DIR]]
 #
-# The tree: --ksrc, else the distro's linux-source-LINE unpacked once into
-# the cache (make check), where make headers and the selftests' own
+# The tree: --ksrc, else the distro's linux-source-LINE (6.1, or on a
+# machine without it such as Debian 13 the newest one installed) unpacked
+# once into the cache (make check), where make headers and the selftests' own
 # Makefile build it in place.  With --kbuild, the configured O= build of
 # --ksrc (make check-debug's kernel): the kernel's top-level
 # 'make O=DIR kselftest-install TARGETS=net/kcm' does it all.
@@ -21,7 +22,7 @@ set -uo pipefail
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
 out=$top/.build/kselftest
-line=6.1
+line=
 ksrc=${KCM_KSRC:-}
 kbuild=
 while [ $# -gt 0 ]; do
@@ -45,6 +46,13 @@ quiet() {
 }
 
 mkdir -p "$out"
+if [ -z "$line" ]; then
+	line=6.1
+	if [ ! -f /usr/src/linux-source-$line.tar.xz ]; then
+		t=$(find /usr/src -maxdepth 1 -name 'linux-source-*.tar.xz' | sort -V | tail -n 1)
+		[ -z "$t" ] || { t=${t##*/linux-source-}; line=${t%.tar.xz}; }
+	fi
+fi
 if [ -z "$ksrc" ]; then
 	tarball=/usr/src/linux-source-$line.tar.xz
 	ksrc=${KCM_CACHE:-${HOME:-/tmp}/.cache/kcm}/kselftest/linux-source-$line

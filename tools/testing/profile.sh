@@ -16,6 +16,10 @@
 # -i kcm -m rx -s 64 -c 2 -k 2.  Prints kcmperf's line, the hottest
 # symbols per command, the inclusive (children) view and the share of
 # each command; with --graph also the call graphs of the hottest symbols.
+# kcmperf names its threads by role, so that each is a command of its
+# own: kp-send-N (rx's forked senders), kp-kcm-N (KCM readers), kp-io
+# and kp-work-N (the user-space framer), kp-tcp-N (raw TCP readers);
+# swapper is the idle CPU.
 # --lines N shows N rows of the self and inclusive views (40 and 50): the
 # kernel's small items, each under 1%, add up to what a workload costs.
 # The whole report is kept in OUT/report.txt.

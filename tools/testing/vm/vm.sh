@@ -7,7 +7,7 @@
 #   vm.sh --module PATH.ko [--payload DIR] [--run 'CMD'] [--kernel-version VER]
 #         [--kernel VMLINUZ] [--timeout SECS] [--out DIR] [--append 'ARGS']
 #         [--extra-modules 'veth sch_netem'] [--no-module] [--rmmod]
-#         [--env 'K=V ...'] [--overlay DIR]
+#         [--env 'K=V ...'] [--overlay DIR] [--root DIR]
 #
 # The guest's ttyS0 is the kernel console (OUT/console.log); ttyS1 carries
 # the command's stdout+stderr (OUT/output.log), streamed here live.  After
@@ -47,6 +47,7 @@ usage: vm.sh --module PATH.ko [--payload DIR] [--run 'CMD'] [--kernel-version VE
              [--kernel VMLINUZ] [--timeout SECS (600)] [--out DIR (./.build/vm)]
              [--append 'extra cmdline'] [--extra-modules 'veth sch_netem']
              [--no-module] [--rmmod] [--env 'K=V ...'] [--overlay DIR]
+             [--root DIR]
 
   --module PATH.ko     module loaded in the guest as /lib/modules/kcm.ko
   --payload DIR        copied to /kcm in the guest (the command's cwd)
@@ -54,7 +55,11 @@ usage: vm.sh --module PATH.ko [--payload DIR] [--run 'CMD'] [--kernel-version VE
                        (default: none, just boot and load the module)
   --kernel-version VER modules of /lib/modules/VER (default: the newest VER
                        with both /lib/modules/VER/build and /boot/vmlinuz-VER)
-  --kernel VMLINUZ     kernel image (default /boot/vmlinuz-VER)
+  --kernel VMLINUZ     kernel image (default /boot/vmlinuz-VER, else
+                       /lib/modules/VER/vmlinuz, as Debian 13 installs it)
+  --root DIR           VER is a kernel of root DIR (tools/testing/
+                       trixie-root.sh): its image and its modules (the
+                       extra ones) are DIR's
   --timeout SECS       wall-clock limit for the whole boot (default 600)
   --out DIR            logs and initramfs go here (default ./.build/vm)
   --append ARGS        extra kernel command line
@@ -173,10 +178,13 @@ out=./.build/vm
 append=
 # The selftests' namespaces and netem, and kTLS (kcm_tls) with the
 # ciphers it can use, loaded ahead: the guest has no modprobe to load
-# them when the crypto API asks.
-extra_modules='veth sch_netem tls gcm ghash-generic ctr ccm chacha20poly1305 chacha_generic poly1305_generic'
+# them when the crypto API asks.  The names of 6.x and of 7.x (where
+# ghash and poly1305 are built in and ChaCha20 is "chacha"): what a
+# kernel lacks is skipped.
+extra_modules='veth sch_netem tls gcm ghash-generic ctr ccm chacha20poly1305 chacha_generic poly1305_generic chacha'
 no_module=0
 rmmod=0
+kroot=
 env_words=()
 overlays=()
 scan_log=
@@ -209,6 +217,7 @@ while [[ $# -gt 0 ]]; do
 		shift 2
 		;;
 	--overlay) need_arg "$@"; overlays+=("$2"); shift 2 ;;
+	--root) need_arg "$@"; kroot=$2; shift 2 ;;
 	--no-module) no_module=1; shift ;;
 	--rmmod) rmmod=1; shift ;;
 	--scan-log) need_arg "$@"; scan_log=$2; shift 2 ;;
@@ -253,6 +262,12 @@ done
 # Non-root users on Debian have no /sbin in PATH.
 modinfo=$(PATH=$PATH:/sbin:/usr/sbin command -v modinfo) ||
 	die "modinfo not found: apt-get install kmod"
+# The modules of VER: this machine's, or those of --root DIR.
+modinfo_base=()
+if [[ -n $kroot ]]; then
+	[[ -d $kroot/lib/modules ]] || die "--root: no $kroot/lib/modules"
+	modinfo_base=(-b "$kroot")
+fi
 
 busybox=${KCM_VM_BUSYBOX:-/bin/busybox}
 [[ -x $busybox ]] || die "$busybox not found: apt-get install busybox-static (or run 'make deps')"
@@ -288,8 +303,9 @@ else
 		[[ -n $kver ]] || die "no kernel with both /lib/modules/VER/build and /boot/vmlinuz-VER:" \
 			"apt-get install linux-image-amd64 linux-headers-amd64 (or run 'make deps')"
 	fi
-	kernel=/boot/vmlinuz-$kver
-	[[ -f $kernel ]] || die "$kernel not found: apt-get install linux-image-amd64 (or run 'make deps')"
+	kernel=$kroot/boot/vmlinuz-$kver
+	[[ -f $kernel ]] || kernel=$kroot/lib/modules/$kver/vmlinuz
+	[[ -f $kernel ]] || die "$kroot/boot/vmlinuz-$kver not found: apt-get install linux-image-amd64 (or run 'make deps')"
 fi
 [[ -r $kernel ]] || die "cannot read $kernel (Debian installs it mode 0600): run as root or chmod a+r it"
 [[ -n $kver ]] || warn "no kernel version known: --extra-modules are skipped"
@@ -366,21 +382,21 @@ mod_order=()
 resolve_module() {
 	local name=$1 optional=${2:-0} paths path deps dep word pre
 	local -a dep_list soft_list
-	paths=$("$modinfo" -k "$kver" -n "$name" 2>/dev/null) || return 1
+	paths=$("$modinfo" "${modinfo_base[@]}" -k "$kver" -n "$name" 2>/dev/null) || return 1
 	[[ -n $paths ]] || return 1
 	# An alias may name several modules, one per line.
 	while IFS= read -r path; do
 		[[ -n $path && $path != "(builtin)" ]] || continue
 		[[ -z ${mod_seen[$path]:-} ]] || continue
 		mod_seen[$path]=1
-		deps=$("$modinfo" -k "$kver" -F depends "$path" 2>/dev/null) || deps=
+		deps=$("$modinfo" "${modinfo_base[@]}" -k "$kver" -F depends "$path" 2>/dev/null) || deps=
 		IFS=, read -r -a dep_list <<<"$deps"
 		for dep in "${dep_list[@]}"; do
 			[[ -n $dep ]] || continue
 			resolve_module "$dep" "$optional" ||
-				warn "$name needs $dep, not found under /lib/modules/$kver"
+				warn "$name needs $dep, not found under $kroot/lib/modules/$kver"
 		done
-		deps=$("$modinfo" -k "$kver" -F softdep "$path" 2>/dev/null) || deps=
+		deps=$("$modinfo" "${modinfo_base[@]}" -k "$kver" -F softdep "$path" 2>/dev/null) || deps=
 		read -r -a soft_list <<<"${deps//$'\n'/ }"
 		pre=0
 		for word in "${soft_list[@]}"; do
@@ -436,7 +452,7 @@ if [[ -n $module ]]; then
 		IFS=, read -r -a kcm_deps <<<"$deps"
 		for dep in "${kcm_deps[@]}"; do
 			[[ -n $dep ]] || continue
-			resolve_module "$dep" || warn "kcm.ko needs $dep, not found under /lib/modules/$kver"
+			resolve_module "$dep" || warn "kcm.ko needs $dep, not found under $kroot/lib/modules/$kver"
 		done
 		stage_modules
 		pre_modules=$staged_paths
