@@ -839,10 +839,10 @@ TEST_DIFFERS(kcmstat_rates_table, "no /proc/net/kcm_ext: the extended view is ou
 	ASSERT_TRUE(strstr(second, "-- "));
 	secs = strtod(strstr(second, "-- ") + 3, NULL);
 	EXPECT_GE(secs, 1.9);
-	/* The mux line: its four rates follow "unattach N". */
-	u = strstr(second, ", unattach ");
+	/* The mux line: its four rates follow "mem N B". */
+	u = strstr(second, "; mem ");
 	ASSERT_TRUE(u);
-	got = sscanf(u, ", unattach %*u %lf %lf %lf %lf", &r[0], &r[1], &r[2],
+	got = sscanf(u, "; mem %*u B %lf %lf %lf %lf", &r[0], &r[1], &r[2],
 		     &r[3]);
 	ASSERT_EQ(got, 4);
 	EXPECT_EQ(lround(r[0] * secs), 50);

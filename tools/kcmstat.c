@@ -509,10 +509,12 @@ static void table_psock(const struct obj *o, const struct snap *prev,
 	char flags[64];
 
 	flags_psock(o, flags, sizeof(flags));
-	printf("  psock-%-2llu %-22s %-22s %-11s %10llu %12llu %10llu %12llu %6llu %6llu %9llu %-5s",
-	       obj_num(o, "index"), obj_str(o, "local"), obj_str(o, "remote"),
-	       obj_str(o, "tcp_state"), obj_num(o, "rx_msgs"),
-	       obj_num(o, "rx_bytes"), obj_num(o, "tx_msgs"),
+	printf("  psock-%-2llu %-22s %-22s %-11s", obj_num(o, "index"),
+	       obj_str(o, "local"), obj_str(o, "remote"),
+	       obj_str(o, "tcp_state"));
+	printf(" %10llu %12llu %10llu %12llu %6llu %6llu %9llu %-5s",
+	       obj_num(o, "rx_msgs"), obj_num(o, "rx_bytes"),
+	       obj_num(o, "tx_msgs"),
 	       obj_num(o, "tx_bytes"), obj_num(o, "recv_q"),
 	       obj_num(o, "send_q"), obj_num(o, "mem_charged"),
 	       obj_str(o, "kcm"));
