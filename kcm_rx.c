@@ -288,11 +288,14 @@ static void __kcm_rx_park(struct kcm_mux *mux, struct kcm_psock *psock,
 		WRITE_ONCE(psock->rx_held, psock->rx_held + skb->truesize);
 		if (!psock->rx_paused &&
 		    psock->rx_held > READ_ONCE(psock->sk->sk_rcvbuf)) {
-			psock->rx_wait = owner ? (int)owner->index : -1;
 			WRITE_ONCE(psock->rx_paused, true);
 			trace_kcm_psock_pause(psock);
 			kcm_stat_add(&psock->stats.rx_intr, 1);
 		}
+		/* Whom it waits for: the owner of its newest held message. */
+		if (psock->rx_paused)
+			WRITE_ONCE(psock->rx_wait,
+				   owner ? (int)owner->index : -1);
 	}
 	if (owner)
 		__skb_queue_tail(&owner->steer.hold, skb);

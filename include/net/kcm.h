@@ -388,9 +388,10 @@ struct kcm_strp {
  *	@mux->lock, read locklessly by the framing code
  * @rx_held: bytes of our messages held on the mux: on @mux->rx_hold or
  *	on a KCM socket's steering hold; under @mux->lock
- * @rx_wait: while @rx_paused, the index of the KCM socket whose held
- *	messages paused it (they wait for it: steering by key), or -1 when
- *	they wait for any socket; under @mux->lock
+ * @rx_wait: while @rx_paused, the index of the KCM socket the newest of
+ *	its held messages waits for (steering by key), or -1 when it waits
+ *	for any socket; set at each park, so it follows messages that move
+ *	to a new owner; under @mux->lock
  * @tx_kcm: the KCM socket the psock is reserved to; under @mux->lock
  * @tx_node: entry on @mux->tx_idle; under @mux->lock
  * @tx_direct: KCM sockets waiting for this psock in particular, to send a
