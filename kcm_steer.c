@@ -148,6 +148,7 @@ static void __kcm_steer_assign(struct kcm_mux *mux, u32 slot,
 {
 	struct kcm_sock *old = mux->steer.map[slot];
 
+	lockdep_assert_held(&mux->lock);
 	if (old)
 		old->steer.slots--;
 	if (kcm)
@@ -336,6 +337,7 @@ static struct kcm_steer_part *__kcm_steer_part_of(struct kcm_mux *mux,
 {
 	struct kcm_sock *kcm = __kcm_steer_owner(mux, key);
 
+	lockdep_assert_held(&mux->lock);
 	if (!kcm)
 		return rest;
 	if (list_empty(&kcm->steer.part.node))
@@ -367,6 +369,7 @@ static struct sk_buff *__kcm_steer_part_new(struct kcm_mux *mux,
 	struct kcm_rx_msg *rxm;
 	struct sk_buff *skb;
 
+	lockdep_assert_held(&mux->lock);
 	skb = kcm_frag_skb(&mux->steer.frag, size, GFP_ATOMIC | __GFP_NOWARN);
 	if (!skb)
 		skb = alloc_skb(size, GFP_ATOMIC | __GFP_NOWARN);
@@ -407,6 +410,7 @@ static int __kcm_steer_part_add(struct kcm_mux *mux,
 	struct sk_buff *skb = skb_peek_tail(&part->skbs);
 	struct kcm_rx_msg *rxm;
 
+	lockdep_assert_held(&mux->lock);
 	if (!skb || !kcm_steer_part_room(skb, len)) {
 		skb = __kcm_steer_part_new(mux, part, kcm_rx_msg(src)->conn_id);
 		if (!skb)
@@ -429,7 +433,7 @@ static int __kcm_steer_part_add(struct kcm_mux *mux,
  *
  * Context: mux->lock held.
  */
-static void kcm_steer_rest_seal(struct kcm_steer_part *rest)
+static void __kcm_steer_rest_seal(struct kcm_steer_part *rest)
 {
 	struct sk_buff *skb;
 
@@ -440,8 +444,8 @@ static void kcm_steer_rest_seal(struct kcm_steer_part *rest)
 }
 
 /* Context: mux->lock held.  Undo: every part emptied, @owners too. */
-static void kcm_steer_parts_drop(struct list_head *owners,
-				 struct kcm_steer_part *rest)
+static void __kcm_steer_parts_drop(struct list_head *owners,
+				   struct kcm_steer_part *rest)
 {
 	struct kcm_sock *kcm, *tmp;
 
@@ -470,6 +474,7 @@ static unsigned int __kcm_steer_tally(struct kcm_mux *mux, struct sk_buff *skb,
 	unsigned int end = rxm->next + kcm_rx_left(skb);
 	struct kcm_steer_part *part;
 
+	lockdep_assert_held(&mux->lock);
 	for (i = rxm->next; i < end; i++) {
 		part = __kcm_steer_part_of(mux, kcm_rx_key_at(skb, i), owners,
 					   rest);
@@ -499,6 +504,7 @@ static int __kcm_steer_copy(struct kcm_mux *mux, struct sk_buff *skb,
 	struct kcm_steer_part *part;
 	int err;
 
+	lockdep_assert_held(&mux->lock);
 	for (i = rxm->next; i < end; i++) {
 		part = __kcm_steer_part_of(mux, kcm_rx_key_at(skb, i), owners,
 					   rest);
@@ -516,8 +522,8 @@ static int __kcm_steer_copy(struct kcm_mux *mux, struct sk_buff *skb,
  *
  * Context: mux->lock held.
  */
-static void kcm_steer_whole(struct list_head *owners,
-			    struct kcm_steer_part *rest, struct sk_buff *skb)
+static void __kcm_steer_whole(struct list_head *owners,
+			      struct kcm_steer_part *rest, struct sk_buff *skb)
 {
 	struct kcm_steer_part *part = rest;
 	struct kcm_sock *kcm;
@@ -560,18 +566,18 @@ int __kcm_steer_sort(struct kcm_mux *mux, struct sk_buff *skb,
 	lockdep_assert_held(&mux->lock);
 	if (!kcm_rx_msg(skb)->keys_off) {
 		__kcm_steer_part_of(mux, kcm_rx_msg(skb)->key, owners, rest);
-		kcm_steer_whole(owners, rest, skb);
+		__kcm_steer_whole(owners, rest, skb);
 		return 0;
 	}
 	if (__kcm_steer_tally(mux, skb, owners, rest) == 1) {
-		kcm_steer_whole(owners, rest, skb);
+		__kcm_steer_whole(owners, rest, skb);
 		return 0;
 	}
 	if (__kcm_steer_copy(mux, skb, owners, rest)) {
-		kcm_steer_parts_drop(owners, rest);
+		__kcm_steer_parts_drop(owners, rest);
 		return -ENOMEM;
 	}
-	kcm_steer_rest_seal(rest);
+	__kcm_steer_rest_seal(rest);
 	consume_skb(skb);
 	return 0;
 }

@@ -396,7 +396,7 @@ static void kcm_kt_steer_sort(struct kunit *test)
 	}
 	KUNIT_EXPECT_EQ(test, owners, 3U);
 	kcm_kt_steer_check_part(test, &rest, NULL, keys, own, N, LEN);
-	kcm_steer_parts_drop(&list, &rest);
+	__kcm_steer_parts_drop(&list, &rest);
 
 	/* One owner for all: the pack itself goes to it, uncut. */
 	for (i = 0; i < N; i++)
@@ -409,7 +409,7 @@ static void kcm_kt_steer_sort(struct kunit *test)
 	KUNIT_EXPECT_PTR_EQ(test, kcm, own[0]);
 	KUNIT_EXPECT_PTR_EQ(test, skb_peek(&kcm->steer.part.skbs), skb);
 	KUNIT_EXPECT_TRUE(test, skb_queue_empty(&rest.skbs));
-	kcm_steer_parts_drop(&list, &rest);
+	__kcm_steer_parts_drop(&list, &rest);
 
 	/* Nobody owns anything: all of it is the rest, without keys. */
 	for (i = 0; i < KCM_KT_SOCKS; i++)
@@ -420,7 +420,7 @@ static void kcm_kt_steer_sort(struct kunit *test)
 	KUNIT_EXPECT_TRUE(test, list_empty(&list));
 	KUNIT_EXPECT_PTR_EQ(test, skb_peek(&rest.skbs), skb);
 	KUNIT_EXPECT_FALSE(test, kcm_rx_keyed(skb));
-	kcm_steer_parts_drop(&list, &rest);
+	__kcm_steer_parts_drop(&list, &rest);
 	kcm_kt_steer_teardown(kt);
 }
 
