@@ -609,6 +609,11 @@ static int kcm_steer_fn_get(const struct kcm_recv_key *info,
 	*fnp = NULL;
 	if (info->reserved)
 		return -EINVAL;
+	/* Without parameters, the union is zero: it may mean more later. */
+	if ((info->key_type == KCM_KEY_OFF || info->key_type == KCM_KEY_CONN) &&
+	    memchr_inv(&info->fprog, 0,
+		       sizeof(*info) - offsetof(struct kcm_recv_key, fprog)))
+		return -EINVAL;
 	if (info->key_type == KCM_KEY_OFF)
 		return 0;
 	fn = kzalloc(sizeof(*fn), GFP_KERNEL_ACCOUNT);

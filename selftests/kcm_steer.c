@@ -1074,6 +1074,13 @@ TEST_DIFFERS(bad_parameters, NO_KEY_OPT)
 	k.reserved = 1;
 	ASSERT_ERRNO(set_key(kcm, &k, sizeof(k)), EINVAL);
 	k.reserved = 0;
+	/* Types without parameters: the rest of the value is 0. */
+	k.bpf_fd = 3;
+	ASSERT_ERRNO(set_key(kcm, &k, sizeof(k)), EINVAL);
+	k.key_type = KCM_KEY_OFF;
+	ASSERT_ERRNO(set_key(kcm, &k, sizeof(k)), EINVAL);
+	k.key_type = KCM_KEY_CONN;
+	k.bpf_fd = 0;
 	ASSERT_ERRNO(set_key(kcm, &k, sizeof(k) - 1), EINVAL);
 	ASSERT_ERRNO(set_key(kcm, &k, 0), EINVAL);
 	ASSERT_ERRNO(setsockopt(kcm, SOL_KCM, KCM_RECV_KEY, NULL, sizeof(k)),

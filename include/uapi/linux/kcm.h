@@ -187,6 +187,8 @@ struct kcm_keyfield {
  * @fprog: a classic BPF program, as for SIOCKCMATTACHEXT (no privilege
  *	needed); a load past the message's end ends it with key 0
  * @field: the built-in key field
+ *
+ * With KCM_KEY_OFF and KCM_KEY_CONN the union is all 0.
  */
 struct kcm_recv_key {
 	int key_type;
