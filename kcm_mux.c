@@ -83,6 +83,7 @@ static void kcm_mux_destroy(struct kcm_mux *mux)
 
 	kcm_mux_unattach_all(mux);
 	kcm_mux_rx_purge(mux);
+	kcm_steer_mux_free(mux);
 
 	mutex_lock(&knet->lock);
 	list_del(&mux->net_node);
@@ -112,7 +113,7 @@ void kcm_mux_add_sock(struct kcm_mux *mux, struct kcm_sock *kcm)
 	kcm->index = mux->next_index++;
 	list_add_tail(&kcm->mux_node, &mux->socks);
 	mux->nsocks++;
-	__kcm_rx_join(kcm);
+	__kcm_rx_enter(kcm);
 	spin_unlock_bh(&mux->lock);
 }
 
@@ -140,6 +141,9 @@ void kcm_mux_del_sock(struct kcm_sock *kcm)
 
 	spin_lock_bh(&mux->lock);
 	__kcm_rx_remove(kcm);
+	__kcm_steer_leave(kcm);
+	/* A receiving socket gave them back when it left (kcm_rx.c). */
+	WARN_ON_ONCE(!skb_queue_empty(&kcm->steer.hold));
 	list_del(&kcm->mux_node);
 	__kcm_mux_fold_stats(mux, kcm);
 	last = --mux->nsocks == 0;

@@ -7,7 +7,10 @@
  * and KCM_BPF_TYPE_FD), a classic BPF program passed inline and converted
  * the way SO_ATTACH_FILTER converts it (KCM_BPF_TYPE_PROG; needs no
  * privilege), and a built-in length field parser (KCM_PARSER_LENFIELD; no
- * BPF at all).  The last two are extensions, not in upstream Linux.
+ * BPF at all).  The last two are extensions, not in upstream Linux.  The
+ * key functions of steering (kcm_steer.c) come in the same forms and are
+ * loaded, checked and read by the same helpers (kcm_bpf_get(),
+ * kcm_field_set(), kcm_field_read(), kcm_ext_fprog()).
  *
  * Every kind answers the same question for the receive engine: the whole
  * length of the message that starts at offset 0 of the framing buffer, 0
@@ -29,8 +32,8 @@
 /* A length field must start within this many bytes of the message. */
 #define KCM_LENFIELD_MAX_OFFSET	65535
 
-/* Context: TCP socket lock held.  The field's value, @width bytes. */
-static u64 kcm_lenfield_value(const u8 *p, unsigned int width, bool le)
+/* Context: any.  The value of a field of @width bytes at @p. */
+static u64 kcm_field_value(const u8 *p, unsigned int width, bool le)
 {
 	switch (width) {
 	case 1:
@@ -42,6 +45,30 @@ static u64 kcm_lenfield_value(const u8 *p, unsigned int width, bool le)
 	default:
 		return le ? get_unaligned_le64(p) : get_unaligned_be64(p);
 	}
+}
+
+/**
+ * kcm_field_read() - the value of the field a parser or key function reads
+ * @f: its offset, width and byte order
+ * @skb: a message at offset 0
+ * @val: the value
+ *
+ * Context: any; @skb is not changed meanwhile.
+ * Return: false when @skb does not hold the whole field.
+ */
+bool kcm_field_read(const struct kcm_parser *f, const struct sk_buff *skb,
+		    u64 *val)
+{
+	u8 tmp[8];
+	const u8 *p;
+
+	if (skb->len < f->offset + f->width)
+		return false;
+	p = skb_header_pointer(skb, f->offset, f->width, tmp);
+	if (unlikely(!p))
+		return false;
+	*val = kcm_field_value(p, f->width, f->le);
+	return true;
 }
 
 /*
@@ -57,19 +84,12 @@ int kcm_parse_lenfield(struct kcm_psock *psock, struct sk_buff *skb,
 {
 	const struct kcm_parser *lf = &psock->parser;
 	unsigned int hdr = lf->offset + lf->width;
-	u8 tmp[8];
-	const u8 *p;
 	s64 total;
 	u64 val;
 
-	if (skb->len < hdr)
+	if (!kcm_field_read(lf, skb, &val))
 		return 0;
 
-	p = skb_header_pointer(skb, lf->offset, lf->width, tmp);
-	if (unlikely(!p))
-		return 0;
-
-	val = kcm_lenfield_value(p, lf->width, lf->le);
 	/* Past U32_MAX no adjustment brings it under INT_MAX. */
 	total = val > U32_MAX ? S64_MAX : (s64)val + lf->adjust;
 	if (total < hdr) {
@@ -117,31 +137,100 @@ void kcm_parse_unlock(struct kcm_psock *psock)
 	rcu_read_unlock();
 }
 
+/**
+ * kcm_field_set() - check a field's place and set it in @f
+ * @f: a parser or key function; @kind is set too
+ * @kind: KCM_PARSER_LENFIELD or KCM_KEY_FIELD
+ * @offset: where the field starts in the message
+ * @width: 1, 2, 4 or 8 bytes
+ * @byte_order: KCM_LENFIELD_BE or KCM_LENFIELD_LE
+ *
+ * Context: any.
+ * Return: 0 or -EINVAL.
+ */
+int kcm_field_set(struct kcm_parser *f, u8 kind, u32 offset, u32 width,
+		  u32 byte_order)
+{
+	if (width != 1 && width != 2 && width != 4 && width != 8)
+		return -EINVAL;
+	if (byte_order != KCM_LENFIELD_BE && byte_order != KCM_LENFIELD_LE)
+		return -EINVAL;
+	if (offset > KCM_LENFIELD_MAX_OFFSET)
+		return -EINVAL;
+
+	f->kind = kind;
+	f->offset = offset;
+	f->width = width;
+	f->le = byte_order == KCM_LENFIELD_LE;
+	return 0;
+}
+
 /* Context: process context.  Checks and copies lenfield parameters. */
 static int kcm_parser_lenfield(struct kcm_parser *parser,
 			       const struct kcm_lenfield *lf)
 {
-	if (lf->width != 1 && lf->width != 2 && lf->width != 4 &&
-	    lf->width != 8)
-		return -EINVAL;
-	if (lf->byte_order != KCM_LENFIELD_BE &&
-	    lf->byte_order != KCM_LENFIELD_LE)
-		return -EINVAL;
-	if (lf->reserved || lf->offset > KCM_LENFIELD_MAX_OFFSET)
+	if (lf->reserved)
 		return -EINVAL;
 	/* No message could both hold its field and fit. */
-	if (lf->max_len && lf->max_len < lf->offset + lf->width)
+	if (lf->max_len && lf->max_len < (u64)lf->offset + lf->width)
 		return -EINVAL;
 	if (lf->max_len > INT_MAX)
 		return -EINVAL;
 
-	parser->kind = KCM_PARSER_LENFIELD;
-	parser->offset = lf->offset;
-	parser->width = lf->width;
-	parser->le = lf->byte_order == KCM_LENFIELD_LE;
 	parser->adjust = lf->adjust;
 	parser->max_len = lf->max_len;
-	return 0;
+	return kcm_field_set(parser, KCM_PARSER_LENFIELD, lf->offset,
+			     lf->width, lf->byte_order);
+}
+
+/**
+ * kcm_bpf_get() - take the BPF program of a parser or key function
+ * @type: KCM_BPF_TYPE_FD (@bpf_fd) or KCM_BPF_TYPE_PROG (@fprog)
+ * @bpf_fd: an eBPF socket filter program
+ * @fprog: a classic program in user memory, converted to eBPF
+ * @prog: the program taken; put it with kcm_bpf_put()
+ *
+ * Context: process context, may sleep.
+ * Return: 0; -EBADF or -EINVAL for a bad eBPF program; -EINVAL for a
+ * classic one the checker refuses, -EFAULT for one that cannot be read;
+ * -ENOMEM.
+ */
+int kcm_bpf_get(int type, int bpf_fd, const struct sock_fprog *fprog,
+		struct bpf_prog **prog)
+{
+	struct sock_fprog copy;
+
+	*prog = NULL;
+	if (type == KCM_BPF_TYPE_FD) {
+		*prog = bpf_prog_get_type(bpf_fd, BPF_PROG_TYPE_SOCKET_FILTER);
+		if (IS_ERR(*prog)) {
+			int err = PTR_ERR(*prog);
+
+			*prog = NULL;
+			return err;
+		}
+		return 0;
+	}
+	copy = *fprog;
+	return bpf_prog_create_from_user(prog, &copy, NULL, false);
+}
+
+/**
+ * kcm_bpf_put() - put what kcm_bpf_get() took
+ * @type: the type it was taken as
+ * @prog: the program, or NULL
+ *
+ * Context: process context.
+ */
+void kcm_bpf_put(int type, struct bpf_prog *prog)
+{
+	if (!prog)
+		return;
+
+	if (type == KCM_BPF_TYPE_PROG)
+		bpf_prog_destroy(prog);
+	else
+		bpf_prog_put(prog);
 }
 
 /**
@@ -158,22 +247,14 @@ static int kcm_parser_lenfield(struct kcm_parser *parser,
 int kcm_parser_get(const struct kcm_attach_ext *info,
 		   struct kcm_parser *parser, struct bpf_prog **prog)
 {
-	struct sock_fprog fprog;
-
 	memset(parser, 0, sizeof(*parser));
 	*prog = NULL;
 	switch (info->bpf_type) {
 	case KCM_BPF_TYPE_FD:
-		*prog = bpf_prog_get_type(info->bpf_fd,
-					  BPF_PROG_TYPE_SOCKET_FILTER);
-		if (IS_ERR(*prog))
-			return PTR_ERR(*prog);
-		parser->kind = KCM_BPF_TYPE_FD;
-		return 0;
 	case KCM_BPF_TYPE_PROG:
-		fprog = info->fprog;
-		parser->kind = KCM_BPF_TYPE_PROG;
-		return bpf_prog_create_from_user(prog, &fprog, NULL, false);
+		parser->kind = info->bpf_type;
+		return kcm_bpf_get(info->bpf_type, info->bpf_fd, &info->fprog,
+				   prog);
 	case KCM_PARSER_LENFIELD:
 		return kcm_parser_lenfield(parser, &info->lenfield);
 	default:
@@ -190,27 +271,37 @@ int kcm_parser_get(const struct kcm_attach_ext *info,
  */
 void kcm_parser_put(const struct kcm_parser *parser, struct bpf_prog *prog)
 {
-	if (!prog)
-		return;
-
-	if (parser->kind == KCM_BPF_TYPE_PROG)
-		bpf_prog_destroy(prog);
-	else
-		bpf_prog_put(prog);
+	kcm_bpf_put(parser->kind, prog);
 }
 
+/**
+ * kcm_ext_fprog() - the classic program of an extension's argument, as
+ *	the calling task laid it out
+ * @fprog: the struct sock_fprog of a struct kcm_attach_ext or struct
+ *	kcm_recv_key just copied from the task
+ *
+ * Both are ints, then a union in which a struct sock_fprog is the one
+ * member with a pointer.  A 32-bit task lays them out alike, with the
+ * same size, but for that member (a struct compat_sock_fprog, at the same
+ * place): it is converted in place.
+ *
+ * Context: process context (the syscall of the task).
+ */
+void kcm_ext_fprog(struct sock_fprog *fprog)
+{
 #ifdef CONFIG_COMPAT
-/* struct kcm_attach_ext as a 32-bit task lays it out. */
-struct kcm_compat_attach_ext {
-	s32 fd;
-	s32 bpf_type;
-	union {
-		s32 bpf_fd;
-		struct compat_sock_fprog fprog;
-		struct kcm_lenfield lenfield;
-	};
-};
+	struct compat_sock_fprog c;
+
+	BUILD_BUG_ON(offsetof(struct kcm_attach_ext, fprog) != 2 * sizeof(s32) ||
+		     offsetof(struct kcm_recv_key, fprog) != 2 * sizeof(s32));
+	BUILD_BUG_ON(sizeof(c) > sizeof(*fprog));
+	if (!in_compat_syscall())
+		return;
+	memcpy(&c, fprog, sizeof(c));
+	fprog->len = c.len;
+	fprog->filter = compat_ptr(c.filter);
 #endif
+}
 
 /**
  * kcm_attach_ext_copy() - read the argument of SIOCKCMATTACHEXT
@@ -222,25 +313,9 @@ struct kcm_compat_attach_ext {
  */
 int kcm_attach_ext_copy(struct kcm_attach_ext *info, const void __user *arg)
 {
-#ifdef CONFIG_COMPAT
-	struct kcm_compat_attach_ext c;
-
-	if (in_compat_syscall()) {
-		if (copy_from_user(&c, arg, sizeof(c)))
-			return -EFAULT;
-		memset(info, 0, sizeof(*info));
-		info->fd = c.fd;
-		info->bpf_type = c.bpf_type;
-		if (c.bpf_type == KCM_BPF_TYPE_PROG) {
-			info->fprog.len = c.fprog.len;
-			info->fprog.filter = compat_ptr(c.fprog.filter);
-		} else {
-			info->lenfield = c.lenfield;
-		}
-		return 0;
-	}
-#endif
 	if (copy_from_user(info, arg, sizeof(*info)))
 		return -EFAULT;
+	if (info->bpf_type == KCM_BPF_TYPE_PROG)
+		kcm_ext_fprog(&info->fprog);
 	return 0;
 }

@@ -13,6 +13,26 @@
  * psock may have up to its TCP socket's receive buffer of messages held;
  * beyond that it stops reading (the peer sees TCP flow control) until
  * half of it has been delivered.  Other connections of the mux carry on.
+ *
+ * Steering by key
+ * ---------------
+ * While the mux has a key function (kcm_steer.c), a message with a key
+ * goes to the socket that owns the key, not to the rotation: queued on
+ * it when it is in the rotation and can take it, else parked on its
+ * steering hold (struct kcm_steer_sock.hold), where it counts as held by
+ * its psock just as on rx_hold.  A socket that rejoins the rotation takes
+ * its hold first.  Invariants, under the mux lock:
+ *  - A socket's hold holds only messages of keys it owns, in the order
+ *    their connections carried them, and only while it is out of the
+ *    rotation or could not be charged for the first of them.
+ *  - Everything on rx_hold is newer than any message of the same key on
+ *    a socket's hold or receive queue; so a socket that leaves gives its
+ *    queued and held messages back at the head of rx_hold, and when keys
+ *    change owner (a socket joined, or steering stopped) every hold goes
+ *    back there, to be handed out again in order.
+ *  - Keyed messages on rx_hold are cut by owner as they leave it
+ *    (__kcm_steer_sort()), so only a lack of memory, or an unkeyed
+ *    message no socket can take, stops rx_hold at its head.
  */
 
 #include <linux/bpf.h>
@@ -117,6 +137,31 @@ static void __kcm_rx_wake_all(struct kcm_rx_wake *wake)
 }
 
 /*
+ * Charge @kcm for @skb, which it then owns (kcm_mem_rx_charge()).  When
+ * its memory cgroup (or net.kcm.mem) refuses, the socket leaves the
+ * rotation until memory frees (kcm_rx_mem_work()).
+ *
+ * Context: mux->lock held.
+ * Return: whether it was charged.
+ */
+static bool kcm_rx_charge(struct kcm_mux *mux, struct kcm_sock *kcm,
+			  struct sk_buff *skb)
+{
+	lockdep_assert_held(&mux->lock);
+	if (kcm_mem_rx_charge(&kcm->sk, skb)) {
+		if (unlikely(kcm->rx_mem_retried))
+			kcm->rx_mem_retried = false;
+		return true;
+	}
+	__kcm_rx_remove(kcm);
+	kcm->rx_mem_short = true;
+	kcm_stat_add(&mux->mstats.rx_mem_short, 1);
+	queue_delayed_work(system_wq, &mux->rx_mem_work,
+			   kcm->rx_mem_retried ? KCM_RX_MEM_RETRY : 0);
+	return false;
+}
+
+/*
  * The next socket of the rotation with room that could be charged for
  * @skb, which it now owns (kcm_mem_rx_charge()).  One whose memory cgroup
  * (or net.kcm.mem) refused leaves the rotation until memory frees: the
@@ -133,18 +178,30 @@ static struct kcm_sock *__kcm_rx_pick_for(struct kcm_mux *mux,
 
 	lockdep_assert_held(&mux->lock);
 	while ((kcm = __kcm_rx_pick(mux))) {
-		if (kcm_mem_rx_charge(&kcm->sk, skb)) {
-			if (unlikely(kcm->rx_mem_retried))
-				kcm->rx_mem_retried = false;
+		if (kcm_rx_charge(mux, kcm, skb))
 			return kcm;
-		}
-		__kcm_rx_remove(kcm);
-		kcm->rx_mem_short = true;
-		kcm_stat_add(&mux->mstats.rx_mem_short, 1);
-		queue_delayed_work(system_wq, &mux->rx_mem_work,
-				   kcm->rx_mem_retried ? KCM_RX_MEM_RETRY : 0);
 	}
 	return NULL;
+}
+
+/*
+ * Can @kcm, which owns the keys of @skb, take it now?  Only from the
+ * rotation and with room; then it is charged for @skb and owns it.  A
+ * socket that cannot leaves the rotation, as in __kcm_rx_pick_for().
+ *
+ * Context: mux->lock held.
+ */
+static bool __kcm_rx_take(struct kcm_mux *mux, struct kcm_sock *kcm,
+			  struct sk_buff *skb)
+{
+	lockdep_assert_held(&mux->lock);
+	if (!kcm->rx_ready)
+		return false;
+	if (!kcm_rx_has_room(kcm)) {
+		__kcm_rx_remove(kcm);
+		return false;
+	}
+	return kcm_rx_charge(mux, kcm, skb);
 }
 
 /*
@@ -166,10 +223,33 @@ static void __kcm_rx_queue(struct kcm_sock *kcm, struct sk_buff *skb,
 		sk->sk_data_ready(sk);
 }
 
+/*
+ * @psock holds less on the mux than it did: it reads again once half of
+ * what it may hold has gone, and framing runs when its TCP socket is
+ * charged too much.
+ *
+ * Context: mux->lock held.
+ */
+static void __kcm_rx_psock_check(struct kcm_mux *mux, struct kcm_psock *psock)
+{
+	lockdep_assert_held(&mux->lock);
+	if (psock->rx_paused &&
+	    psock->rx_held <= READ_ONCE(psock->sk->sk_rcvbuf) / 2) {
+		WRITE_ONCE(psock->rx_paused, false);
+		trace_kcm_psock_resume(psock);
+		kcm_strp_kick(psock);
+	} else if (READ_ONCE(psock->strp.charged) >
+		   psock->rx_held + KCM_RX_MEM_SLACK) {
+		/* Its TCP socket is charged too much: framing fixes that. */
+		kcm_strp_kick(psock);
+	}
+}
+
 /**
- * __kcm_rx_unhold() - a held message leaves the mux's hold queue
+ * __kcm_rx_unhold() - a held message leaves the mux's hold queue, or a
+ *	socket's steering hold
  * @mux: the mux
- * @skb: a message just taken off @mux->rx_hold
+ * @skb: a message just taken off it
  *
  * Its psock may read again once half of what it may hold has gone.
  *
@@ -185,16 +265,134 @@ void __kcm_rx_unhold(struct kcm_mux *mux, struct sk_buff *skb)
 
 	kcm_rx_msg(skb)->psock = NULL;
 	WRITE_ONCE(psock->rx_held, psock->rx_held - skb->truesize);
-	if (psock->rx_paused &&
-	    psock->rx_held <= READ_ONCE(psock->sk->sk_rcvbuf) / 2) {
-		WRITE_ONCE(psock->rx_paused, false);
-		trace_kcm_psock_resume(psock);
-		kcm_strp_kick(psock);
-	} else if (READ_ONCE(psock->strp.charged) >
-		   psock->rx_held + KCM_RX_MEM_SLACK) {
-		/* Its TCP socket is charged too much: framing fixes that. */
-		kcm_strp_kick(psock);
+	__kcm_rx_psock_check(mux, psock);
+}
+
+/*
+ * Park @skb at the tail of the mux's rx_hold (@owner NULL) or of the
+ * steering hold of @owner, or at the head of rx_hold (@head).  It counts
+ * as held by @psock (NULL: by none), which stops reading once that is
+ * more than its TCP socket's receive buffer, and remembers whom it waits
+ * for.
+ *
+ * Context: mux->lock held.
+ */
+static void __kcm_rx_park(struct kcm_mux *mux, struct kcm_psock *psock,
+			  struct sk_buff *skb, struct kcm_sock *owner,
+			  bool head)
+{
+	lockdep_assert_held(&mux->lock);
+	/* An unattaching psock has already had its held messages orphaned. */
+	if (psock && !READ_ONCE(psock->rx_stopped)) {
+		kcm_rx_msg(skb)->psock = psock;
+		WRITE_ONCE(psock->rx_held, psock->rx_held + skb->truesize);
+		if (!psock->rx_paused &&
+		    psock->rx_held > READ_ONCE(psock->sk->sk_rcvbuf)) {
+			WRITE_ONCE(psock->rx_paused, true);
+			trace_kcm_psock_pause(psock);
+			kcm_stat_add(&psock->stats.rx_intr, 1);
+		}
+		/* Whom it waits for: the owner of its newest held message. */
+		if (psock->rx_paused)
+			WRITE_ONCE(psock->rx_wait,
+				   owner ? (int)owner->index : -1);
 	}
+	if (owner)
+		__skb_queue_tail(&owner->steer.hold, skb);
+	else if (head)
+		__skb_queue_head(&mux->rx_hold, skb);
+	else
+		__skb_queue_tail(&mux->rx_hold, skb);
+}
+
+/* Context: mux->lock held.  Parks a message no socket can take now. */
+static void __kcm_rx_hold(struct kcm_mux *mux, struct kcm_psock *psock,
+			  struct sk_buff *skb)
+{
+	__kcm_rx_park(mux, psock, skb, NULL, false);
+	trace_kcm_rx_hold(psock, skb);
+}
+
+/*
+ * Messages steered to @kcm, which owns their keys: queued on it when it
+ * can take them and holds nothing older, else parked on its hold.
+ *
+ * Context: mux->lock held, which keeps @kcm alive.
+ */
+static void __kcm_rx_give(struct kcm_mux *mux, struct kcm_sock *kcm,
+			  struct kcm_psock *psock, struct sk_buff *skb,
+			  struct kcm_rx_wake *wake)
+{
+	bool now = skb_queue_empty(&kcm->steer.hold) &&
+		   __kcm_rx_take(mux, kcm, skb);
+
+	trace_kcm_rx_steer(kcm, skb, !now);
+	if (now)
+		__kcm_rx_queue(kcm, skb, wake);
+	else
+		__kcm_rx_park(mux, psock, skb, kcm, false);
+}
+
+/*
+ * Hand the messages of @skb, held by @psock (or by none), to the sockets
+ * that own their keys; those that have no owner (no key, or no socket
+ * receives) go back to the head of rx_hold, as messages without a key.
+ *
+ * Context: mux->lock held; @skb is on no queue and nothing on rx_hold is
+ * older than it.
+ * Return: false when @skb could not be cut for want of memory: nothing
+ * was done.
+ */
+static bool __kcm_rx_steer(struct kcm_mux *mux, struct kcm_psock *psock,
+			   struct sk_buff *skb, struct kcm_rx_wake *wake)
+{
+	struct kcm_steer_part rest;
+	struct kcm_sock *kcm, *tmp;
+	struct sk_buff *part;
+	LIST_HEAD(owners);
+
+	lockdep_assert_held(&mux->lock);
+	kcm_steer_part_init(&rest);
+	if (__kcm_steer_sort(mux, skb, &owners, &rest))
+		return false;
+	list_for_each_entry_safe(kcm, tmp, &owners, steer.part.node) {
+		list_del_init(&kcm->steer.part.node);
+		while ((part = __skb_dequeue(&kcm->steer.part.skbs)))
+			__kcm_rx_give(mux, kcm, psock, part, wake);
+	}
+	while ((part = __skb_dequeue_tail(&rest.skbs)))
+		__kcm_rx_park(mux, psock, part, NULL, true);
+	return true;
+}
+
+/*
+ * The keyed skb at the head of rx_hold goes to the owners of its keys
+ * (__kcm_rx_steer()).
+ *
+ * Context: mux->lock held.
+ * Return: false when it could not be cut for want of memory: it stays,
+ * and rx_mem_work tries again a while later.
+ */
+static bool __kcm_rx_dispatch_keyed(struct kcm_mux *mux, struct sk_buff *skb)
+{
+	struct kcm_psock *psock = kcm_rx_msg(skb)->psock;
+	unsigned int size = skb->truesize;
+
+	lockdep_assert_held(&mux->lock);
+	__skb_unlink(skb, &mux->rx_hold);
+	/* Its parts count as held instead, before the psock is judged. */
+	kcm_rx_msg(skb)->psock = NULL;
+	if (psock)
+		WRITE_ONCE(psock->rx_held, psock->rx_held - size);
+	if (!__kcm_rx_steer(mux, psock, skb, NULL)) {
+		__kcm_rx_park(mux, psock, skb, NULL, true);
+		queue_delayed_work(system_wq, &mux->rx_mem_work,
+				   KCM_RX_MEM_RETRY);
+		return false;
+	}
+	if (psock)
+		__kcm_rx_psock_check(mux, psock);
+	return true;
 }
 
 /* Context: mux->lock held.  Hands held messages to sockets with room. */
@@ -205,6 +403,11 @@ static void __kcm_rx_dispatch(struct kcm_mux *mux)
 
 	lockdep_assert_held(&mux->lock);
 	while ((skb = skb_peek(&mux->rx_hold))) {
+		if (mux->steer.map && kcm_rx_keyed(skb)) {
+			if (!__kcm_rx_dispatch_keyed(mux, skb))
+				break;
+			continue;
+		}
 		kcm = __kcm_rx_pick_for(mux, skb);
 		if (!kcm)
 			break;
@@ -214,24 +417,53 @@ static void __kcm_rx_dispatch(struct kcm_mux *mux)
 	}
 }
 
-/* Context: mux->lock held.  Parks a message no socket can take now. */
-static void __kcm_rx_hold(struct kcm_mux *mux, struct kcm_psock *psock,
-			  struct sk_buff *skb)
+/*
+ * @kcm is back in the rotation: it takes the messages held for it, in
+ * order, as long as it can.
+ *
+ * Context: mux->lock held.
+ */
+static void __kcm_rx_drain(struct kcm_sock *kcm)
 {
+	struct kcm_mux *mux = kcm->mux;
+	struct sk_buff *skb;
+	bool woken = false;
+
 	lockdep_assert_held(&mux->lock);
-	/* An unattaching psock has already had its held messages orphaned. */
-	if (!READ_ONCE(psock->rx_stopped)) {
-		kcm_rx_msg(skb)->psock = psock;
-		WRITE_ONCE(psock->rx_held, psock->rx_held + skb->truesize);
-		if (!psock->rx_paused &&
-		    psock->rx_held > READ_ONCE(psock->sk->sk_rcvbuf)) {
-			WRITE_ONCE(psock->rx_paused, true);
-			trace_kcm_psock_pause(psock);
-			kcm_stat_add(&psock->stats.rx_intr, 1);
-		}
+	while ((skb = skb_peek(&kcm->steer.hold))) {
+		if (!__kcm_rx_take(mux, kcm, skb))
+			break;
+		__skb_unlink(skb, &kcm->steer.hold);
+		__kcm_rx_unhold(mux, skb);
+		trace_kcm_rx_deliver(kcm, skb);
+		skb_queue_tail(&kcm->sk.sk_receive_queue, skb);
+		woken = true;
 	}
-	__skb_queue_tail(&mux->rx_hold, skb);
-	trace_kcm_rx_hold(psock, skb);
+	if (woken)
+		kcm->sk.sk_data_ready(&kcm->sk);
+}
+
+/**
+ * __kcm_rx_steer_changed() - keys changed owners: hand out held ones again
+ * @mux: a mux whose key map changed (a socket joined) or went (steering
+ *	stopped)
+ *
+ * Every socket's hold goes back to the head of rx_hold, each in its
+ * order, and is handed out again: to the new owners, or in turn.
+ *
+ * Context: mux->lock held.
+ */
+void __kcm_rx_steer_changed(struct kcm_mux *mux)
+{
+	struct sk_buff_head all;
+	struct kcm_sock *kcm;
+
+	lockdep_assert_held(&mux->lock);
+	__skb_queue_head_init(&all);
+	list_for_each_entry(kcm, &mux->socks, mux_node)
+		skb_queue_splice_tail_init(&kcm->steer.hold, &all);
+	skb_queue_splice(&all, &mux->rx_hold);
+	__kcm_rx_dispatch(mux);
 }
 
 /* Context: mux->lock held.  Sockets in the rotation, counted up to @max. */
@@ -305,6 +537,44 @@ static void __kcm_rx_spread(struct kcm_psock *psock, struct sk_buff *skb,
 	}
 }
 
+/*
+ * Count the messages of a newly framed @skb with and without a key
+ * while the mux steers by key.
+ *
+ * Context: mux->lock held.
+ */
+static void __kcm_rx_count_keys(struct kcm_mux *mux, struct sk_buff *skb)
+{
+	struct kcm_rx_msg *rxm = kcm_rx_msg(skb);
+	unsigned int i, end = rxm->next + kcm_rx_left(skb), keyed = 0;
+
+	lockdep_assert_held(&mux->lock);
+	for (i = rxm->next; i < end; i++)
+		if (kcm_rx_key_at(skb, i) != KCM_NO_KEY)
+			keyed++;
+	kcm_stat_add(&mux->mstats.steered, keyed);
+	kcm_stat_add(&mux->mstats.steer_nokey, end - rxm->next - keyed);
+}
+
+/*
+ * A framed message or pack with keys goes to their owners, behind
+ * whatever the mux holds.
+ *
+ * Context: mux->lock held.
+ */
+static void __kcm_rx_deliver_keyed(struct kcm_psock *psock,
+				   struct sk_buff *skb,
+				   struct kcm_rx_wake *wake)
+{
+	struct kcm_mux *mux = psock->mux;
+
+	lockdep_assert_held(&mux->lock);
+	if (!skb_queue_empty(&mux->rx_hold) ||
+	    !__kcm_rx_steer(mux, psock, skb, wake))
+		__kcm_rx_hold(mux, psock, skb);
+	__kcm_rx_dispatch(mux);
+}
+
 /* Context: mux->lock held.  One framed message or pack goes out or waits. */
 static void __kcm_rx_deliver(struct kcm_psock *psock, struct sk_buff *skb,
 			     struct kcm_rx_wake *wake)
@@ -313,6 +583,13 @@ static void __kcm_rx_deliver(struct kcm_psock *psock, struct sk_buff *skb,
 	struct kcm_sock *kcm;
 
 	lockdep_assert_held(&mux->lock);
+	if (unlikely(mux->steer.map)) {
+		__kcm_rx_count_keys(mux, skb);
+		if (kcm_rx_keyed(skb)) {
+			__kcm_rx_deliver_keyed(psock, skb, wake);
+			return;
+		}
+	}
 	if (likely(skb_queue_empty(&mux->rx_hold))) {
 		if (kcm_rx_left(skb) > 1)
 			__kcm_rx_spread(psock, skb, wake);
@@ -355,32 +632,45 @@ void kcm_rx_deliver(struct kcm_psock *psock, struct sk_buff_head *msgs)
 	spin_unlock_bh(&mux->lock);
 }
 
+/* Context: mux->lock held.  @psock is no longer named in @queue. */
+static void __kcm_rx_forget(struct sk_buff_head *queue,
+			    struct kcm_psock *psock)
+{
+	struct sk_buff *skb;
+
+	skb_queue_walk(queue, skb) {
+		if (kcm_rx_msg(skb)->psock == psock)
+			kcm_rx_msg(skb)->psock = NULL;
+	}
+}
+
 /**
  * __kcm_mux_psock_gone() - forget a psock in the messages it has held
  * @mux: its mux
  * @psock: a psock being unattached; it no longer reads
  *
- * Its held messages stay on the mux and are delivered as usual.
+ * Its held messages stay on the mux and on the sockets' steering holds,
+ * and are delivered as usual.
  *
  * Context: mux->lock held.
  */
 void __kcm_mux_psock_gone(struct kcm_mux *mux, struct kcm_psock *psock)
 {
-	struct sk_buff *skb;
+	struct kcm_sock *kcm;
 
 	lockdep_assert_held(&mux->lock);
-	skb_queue_walk(&mux->rx_hold, skb) {
-		if (kcm_rx_msg(skb)->psock == psock)
-			kcm_rx_msg(skb)->psock = NULL;
-	}
+	__kcm_rx_forget(&mux->rx_hold, psock);
+	list_for_each_entry(kcm, &mux->socks, mux_node)
+		__kcm_rx_forget(&kcm->steer.hold, psock);
 	WRITE_ONCE(psock->rx_held, 0);
 }
 
 /*
  * Sockets that left the rotation because their memory could not be
- * charged (__kcm_rx_pick_for()) make their memory cgroups reclaim, then
+ * charged (kcm_rx_charge()) make their memory cgroups reclaim, then
  * try again, and with them the messages held on the mux; those still
- * short queue this work again.
+ * short queue this work again, as does a held pack that could not be cut
+ * by owner (__kcm_rx_dispatch_keyed()).
  *
  * Context: process context (workqueue); takes mux->lock.
  */
@@ -413,6 +703,7 @@ static void kcm_rx_mem_work(struct work_struct *work)
 		kcm->rx_mem_retried = true;
 		__kcm_rx_join(kcm);
 	}
+	__kcm_rx_dispatch(mux);
 	spin_unlock_bh(&mux->lock);
 }
 
@@ -452,7 +743,7 @@ void kcm_mux_rx_purge(struct kcm_mux *mux)
  * __kcm_rx_join() - put a KCM socket in its mux's receive rotation
  * @kcm: a member socket with receiving enabled
  *
- * Held messages are handed out at once.
+ * Held messages are handed out at once: first those held for it.
  *
  * Context: mux->lock held.
  */
@@ -466,7 +757,26 @@ void __kcm_rx_join(struct kcm_sock *kcm)
 
 	list_add_tail(&kcm->rx_node, &mux->rx_ready);
 	WRITE_ONCE(kcm->rx_ready, true);
+	__kcm_rx_drain(kcm);
 	__kcm_rx_dispatch(mux);
+}
+
+/**
+ * __kcm_rx_enter() - a socket starts receiving
+ * @kcm: a member socket with receiving enabled: new, or KCM_RECV_DISABLE
+ *	cleared
+ *
+ * It takes its share of the keys (which may move messages held for the
+ * others to it) and joins the rotation.
+ *
+ * Context: mux->lock held.
+ */
+void __kcm_rx_enter(struct kcm_sock *kcm)
+{
+	lockdep_assert_held(&kcm->mux->lock);
+	if (__kcm_steer_join(kcm))
+		__kcm_rx_steer_changed(kcm->mux);
+	__kcm_rx_join(kcm);
 }
 
 /**
@@ -554,11 +864,28 @@ static struct sk_buff *__kcm_rx_drop_partial(struct kcm_mux *mux,
 	return skb;
 }
 
+/* Context: mux->lock held.  Keyed messages a leaving socket gives back. */
+static void __kcm_rx_count_moved(struct kcm_mux *mux,
+				 struct sk_buff_head *moved)
+{
+	struct sk_buff *skb;
+	unsigned int n = 0;
+
+	lockdep_assert_held(&mux->lock);
+	if (!mux->steer.map)
+		return;
+	skb_queue_walk(moved, skb)
+		if (kcm_rx_keyed(skb))
+			n += kcm_rx_left(skb);
+	kcm_stat_add(&mux->mstats.steer_moved, n);
+}
+
 /*
  * Move the unread messages of @kcm back to the mux, ahead of the messages
- * waiting there, and hand them to other sockets.  A message a SEQPACKET
- * reader has started stays with it when @keep_partial; the messages
- * packed after it move on.
+ * waiting there, and hand them to other sockets; then those held for it,
+ * which are newer.  A message a SEQPACKET reader has started stays with
+ * it when @keep_partial; the messages packed after it move on.  The
+ * socket has left the steering set: its keys have new owners.
  *
  * Context: lock_sock(kcm) and mux->lock held.
  */
@@ -595,6 +922,8 @@ static void __kcm_rx_requeue(struct kcm_sock *kcm, bool keep_partial)
 
 	skb_queue_walk(&moved, skb)
 		skb_orphan(skb);
+	skb_queue_splice_tail_init(&kcm->steer.hold, &moved);
+	__kcm_rx_count_moved(mux, &moved);
 	skb_queue_splice(&moved, &mux->rx_hold);
 	__kcm_rx_dispatch(mux);
 }
@@ -611,6 +940,7 @@ void kcm_rx_sock_leave(struct kcm_sock *kcm)
 
 	spin_lock_bh(&mux->lock);
 	WRITE_ONCE(kcm->rx_disabled, true);
+	__kcm_steer_leave(kcm);
 	__kcm_rx_requeue(kcm, false);
 	spin_unlock_bh(&mux->lock);
 }
@@ -633,10 +963,12 @@ void kcm_rx_set_disabled(struct kcm_sock *kcm, bool disable)
 
 	spin_lock_bh(&mux->lock);
 	WRITE_ONCE(kcm->rx_disabled, disable);
-	if (disable)
+	if (disable) {
+		__kcm_steer_leave(kcm);
 		__kcm_rx_requeue(kcm, true);
-	else
-		__kcm_rx_join(kcm);
+	} else {
+		__kcm_rx_enter(kcm);
+	}
 	spin_unlock_bh(&mux->lock);
 }
 

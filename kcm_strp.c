@@ -20,7 +20,9 @@
  * that message needs, so the one after it is framed in place again.
  * Either way the parser sees the message at offset 0 and skb->len counts
  * the bytes received from there on.  It runs again only when it asked for
- * more and more has arrived.
+ * more and more has arrived.  A mux's key function (kcm_steer.c) runs
+ * once on each whole message, on the same skb with skb->len cut to the
+ * message; the keys of a pack's messages go with its lengths.
  *
  * Small messages (up to KCM_STRP_SMALL bytes) stay where they are, in
  * TCP's pages or in the buffer.  Those framed one after another go out together
@@ -165,10 +167,11 @@ static void kcm_strp_framed(struct kcm_psock *psock, unsigned int len)
 
 /*
  * @skb, one message or a pack of @nmsgs, joins the batch delivered at the
- * end of this read (or now, when the batch is full).
+ * end of this read (or now, when the batch is full).  Its messages have
+ * the steering key @key, unless @keys_off says where their keys are.
  */
 static void kcm_strp_emit(struct kcm_psock *psock, struct sk_buff *skb,
-			  unsigned int nmsgs)
+			  unsigned int nmsgs, u32 key, unsigned int keys_off)
 {
 	struct kcm_rx_msg *rxm = kcm_rx_msg(skb);
 
@@ -176,6 +179,8 @@ static void kcm_strp_emit(struct kcm_psock *psock, struct sk_buff *skb,
 	rxm->conn_id = psock->index;
 	rxm->nmsgs = nmsgs;
 	rxm->pack = nmsgs > 1;
+	rxm->key = key;
+	rxm->keys_off = keys_off;
 	__skb_queue_tail(&psock->strp.batch, skb);
 	if (skb_queue_len(&psock->strp.batch) >= KCM_STRP_BATCH ||
 	    nmsgs >= KCM_RX_PACK_MAX)
@@ -185,8 +190,10 @@ static void kcm_strp_emit(struct kcm_psock *psock, struct sk_buff *skb,
 /* A large message is complete. */
 static void kcm_strp_complete(struct kcm_psock *psock, struct sk_buff *skb)
 {
+	u32 key = kcm_steer_key(psock, skb, skb->len);
+
 	kcm_strp_framed(psock, skb->len);
-	kcm_strp_emit(psock, skb, 1);
+	kcm_strp_emit(psock, skb, 1, key, 0);
 }
 
 /*
@@ -439,26 +446,54 @@ static int kcm_strp_buf_replace(struct kcm_psock *psock, unsigned int size)
 	return 0;
 }
 
+/* Where the keys of a pack of @n messages start: after their lengths. */
+static unsigned int kcm_strp_keys_off(unsigned int n)
+{
+	return ALIGN(n * sizeof(u16), sizeof(u32));
+}
+
+/* Do the first @n messages of rx_pack_keys have different keys? */
+static bool kcm_strp_keys_differ(struct kcm_psock *psock, unsigned int n)
+{
+	const u32 *keys = psock->strp.pack_keys;
+	unsigned int i;
+
+	for (i = 1; i < n; i++)
+		if (keys[i] != keys[0])
+			return true;
+	return false;
+}
+
 /*
  * The head of a pack of @n messages, their lengths (rx_pack_lens) in its
- * headroom, no bytes yet.
+ * headroom and, when they differ, their keys (rx_pack_keys) after them
+ * (*@keys_off, else 0); no bytes yet.
  *
  * Return: the skb, or NULL (counted as a failed allocation).
  */
 static struct sk_buff *kcm_strp_pack_alloc(struct kcm_psock *psock,
-					   unsigned int n)
+					   unsigned int n,
+					   unsigned int *keys_off)
 {
-	unsigned int lsize = n * sizeof(u16);
+	unsigned int lsize = n * sizeof(u16), size = lsize;
 	struct sk_buff *skb;
 
-	skb = kcm_frag_skb(&psock->strp.frag, lsize,
+	*keys_off = 0;
+	if (kcm_strp_keys_differ(psock, n)) {
+		*keys_off = kcm_strp_keys_off(n);
+		size = *keys_off + n * sizeof(u32);
+	}
+	skb = kcm_frag_skb(&psock->strp.frag, size,
 			   psock->strp.gfp | __GFP_NOWARN);
 	if (!skb) {
 		kcm_stat_add(&psock->stats.rx_mem_fail, 1);
 		return NULL;
 	}
-	skb_reserve(skb, lsize);
+	skb_reserve(skb, size);
 	memcpy(kcm_pack_lens(skb), psock->strp.pack_lens, lsize);
+	if (*keys_off)
+		memcpy(skb->head + *keys_off, psock->strp.pack_keys,
+		       n * sizeof(u32));
 	return skb;
 }
 
@@ -472,7 +507,7 @@ static struct sk_buff *kcm_strp_pack_alloc(struct kcm_psock *psock,
 static int kcm_strp_pack_seal(struct kcm_psock *psock)
 {
 	struct sk_buff *buf = psock->strp.buf, *skb;
-	unsigned int n = psock->strp.pack_n;
+	unsigned int n = psock->strp.pack_n, keys_off;
 	u8 *start = buf->head + psock->strp.pack_off;
 	unsigned int bytes = buf->data - start;
 	struct page *page;
@@ -481,7 +516,7 @@ static int kcm_strp_pack_seal(struct kcm_psock *psock)
 		psock->strp.pack_off = skb_headroom(buf);
 		return 0;
 	}
-	skb = kcm_strp_pack_alloc(psock, n);
+	skb = kcm_strp_pack_alloc(psock, n, &keys_off);
 	if (!skb)
 		return -ENOMEM;
 	page = virt_to_head_page(start);
@@ -495,7 +530,7 @@ static int kcm_strp_pack_seal(struct kcm_psock *psock)
 	psock->strp.pack_n = 0;
 	psock->strp.pack_off = skb_headroom(buf);
 	psock->strp.buf_shared = true;
-	kcm_strp_emit(psock, skb, n);
+	kcm_strp_emit(psock, skb, n, psock->strp.pack_keys[0], keys_off);
 	return 0;
 }
 
@@ -537,12 +572,14 @@ static int kcm_strp_buf_room(struct kcm_psock *psock)
 /*
  * The small whole message of @len bytes at the start of the framing
  * buffer joins the pack being built, which has room for it: it stays where
- * it is, and is only counted.
+ * it is, and is only counted (and given its key).
  *
  * Context: may run in the parser's section.
  */
 static void kcm_strp_pack_in(struct kcm_psock *psock, unsigned int len)
 {
+	psock->strp.pack_keys[psock->strp.pack_n] =
+		kcm_steer_key(psock, psock->strp.buf, len);
 	psock->strp.pack_lens[psock->strp.pack_n++] = len;
 	__skb_pull(psock->strp.buf, len);
 	kcm_strp_framed(psock, len);
@@ -1238,6 +1275,7 @@ static unsigned int kcm_strp_view_parse_frag(struct kcm_psock *psock,
 		ret = kcm_parse_locked(psock, view, false);
 		if (!kcm_strp_view_whole(ret, size - done, limit))
 			break;
+		psock->strp.pack_keys[*n] = kcm_steer_key(psock, view, ret);
 		psock->strp.pack_lens[(*n)++] = ret;
 		done += ret;
 	}
@@ -1251,18 +1289,21 @@ static unsigned int kcm_strp_view_parse_frag(struct kcm_psock *psock,
 /*
  * Parse the message at the start of @view over all the fragments it
  * shows, its first bytes copied into the view's own head for a header's
- * loads: a message that goes on in the next fragment.
+ * loads: a message that goes on in the next fragment.  A small whole one
+ * (see kcm_strp_view_whole(); @limit) gets its key, in *@key.
  *
  * Context: in the parser's section.
  * Return: the parser's answer.
  */
 static int kcm_strp_view_parse_one(struct kcm_psock *psock,
-				   struct sk_buff *view)
+				   struct sk_buff *view, int limit, u32 *key)
 {
 	unsigned int head = kcm_strp_view_head(view);
 	int ret;
 
 	ret = kcm_parse_locked(psock, view, false);
+	if (kcm_strp_view_whole(ret, view->len, limit))
+		*key = kcm_steer_key(psock, view, ret);
 	kcm_strp_view_unhead(view, head);
 	return ret;
 }
@@ -1298,7 +1339,8 @@ static unsigned int kcm_strp_view_parse(struct kcm_psock *psock,
 			continue;
 		if (n == KCM_RX_PACK_MAX || !view->len)
 			break;
-		ret = kcm_strp_view_parse_one(psock, view);
+		ret = kcm_strp_view_parse_one(psock, view, limit,
+					      &psock->strp.pack_keys[n]);
 		if (!kcm_strp_view_whole(ret, view->len, limit))
 			break;
 		psock->strp.pack_lens[n++] = ret;
@@ -1332,10 +1374,10 @@ static int kcm_strp_view_seal(struct kcm_psock *psock, struct sk_buff *src,
 			      unsigned int off, unsigned int bytes,
 			    unsigned int n)
 {
+	unsigned int i, keys_off;
 	struct sk_buff *skb;
-	unsigned int i;
 
-	skb = kcm_strp_pack_alloc(psock, n);
+	skb = kcm_strp_pack_alloc(psock, n, &keys_off);
 	if (!skb)
 		return -ENOMEM;
 	/* A view has at most MAX_SKB_FRAGS fragments: all of them fit. */
@@ -1347,7 +1389,7 @@ static int kcm_strp_view_seal(struct kcm_psock *psock, struct sk_buff *src,
 		for (i = 0; i < n; i++)
 			trace_kcm_rx_framed(psock, psock->strp.pack_lens[i]);
 	kcm_strp_framed_n(psock, n, bytes);
-	kcm_strp_emit(psock, skb, n);
+	kcm_strp_emit(psock, skb, n, psock->strp.pack_keys[0], keys_off);
 	return 0;
 }
 

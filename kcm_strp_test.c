@@ -869,6 +869,92 @@ static void kcm_kt_parse_run(struct kunit *test)
 	kcm_kt_teardown(kt);
 }
 
+/*
+ * Message @i of kcm_kt_keys(): a 4-byte length, then (payloads of 4 bytes
+ * or more) a 4-byte key, then filler; *@key is what a key field at offset
+ * 4 reads, KCM_NO_KEY for a message too short to hold it.
+ */
+static size_t kcm_kt_keyed_msg(u8 *buf, unsigned int i, u32 *key)
+{
+	u32 plen = i == 150 ? 3000 : i % 50 == 7 ? 2 : 20 + i % 60;
+
+	kcm_kt_msg(buf, plen, i);
+	*key = KCM_NO_KEY;
+	if (plen >= 4) {
+		/* Runs of equal keys, and keys that change every message. */
+		*key = i < 100 ? i / 30 : i * 2654435761u;
+		put_unaligned_be32(*key, buf + 4);
+	}
+	return plen + 4;
+}
+
+/*
+ * With a key function on the mux, every message framed carries its key:
+ * small ones framed in the buffer and in place (in a pack, one key for
+ * all when they share it, else an array beside the lengths) and a large
+ * one; a message too short for its key field has none, though the bytes
+ * of the next message follow it where the parser saw it.
+ */
+static void kcm_kt_keys(struct kunit *test)
+{
+	enum { NMSG = 300 };
+	static const size_t steps[] = { 1000, 9000 };
+	struct kcm_steer_fn fn = {};
+	unsigned int i, m, mixed;
+	size_t *lens, n = 0, off;
+	struct sk_buff *skb;
+	struct kcm_kt *kt;
+	u8 *stream;
+	u32 *keys;
+	int ret;
+
+	stream = kunit_kmalloc(test, NMSG * 84 + 3000, GFP_KERNEL);
+	lens = kunit_kcalloc(test, NMSG, sizeof(*lens), GFP_KERNEL);
+	keys = kunit_kcalloc(test, NMSG, sizeof(*keys), GFP_KERNEL);
+	KUNIT_ASSERT_TRUE(test, stream && lens && keys);
+	for (i = 0; i < NMSG; i++) {
+		lens[i] = kcm_kt_keyed_msg(stream + n, i, &keys[i]);
+		n += lens[i];
+	}
+	KUNIT_ASSERT_EQ(test, kcm_field_set(&fn.f, KCM_KEY_FIELD, 4, 4,
+					    KCM_LENFIELD_BE), 0);
+
+	/* Through the framing buffer, then framed in place in pages. */
+	for (m = 0; m < ARRAY_SIZE(steps); m++) {
+		kt = kcm_kt_setup(test, kcm_kt_len4, ARRAY_SIZE(kcm_kt_len4));
+		WRITE_ONCE(kt->tcp->sk->sk_rcvbuf, 1 << 26);
+		RCU_INIT_POINTER(kt->mux->steer.fn, &fn);
+		for (off = 0; off < n; off += ret) {
+			if (m)
+				ret = kcm_kt_feed_paged(kt, stream + off,
+							min(steps[m], n - off),
+							0, 3000, false);
+			else
+				ret = kcm_kt_feed(kt, stream + off,
+						  min(steps[m], n - off), 0);
+			KUNIT_ASSERT_GT(test, ret, 0);
+		}
+		if (m)
+			KUNIT_EXPECT_GT(test, kt->psock->stats.rx_in_place,
+					(u64)NMSG / 2);
+		mixed = 0;
+		for (i = 0; i < NMSG; i++) {
+			skb = kcm_kt_next(kt);
+			KUNIT_ASSERT_NOT_NULL(test, skb);
+			KUNIT_EXPECT_EQ(test, kcm_rx_cur_len(skb), lens[i]);
+			KUNIT_EXPECT_EQ(test,
+					kcm_rx_key_at(skb, kcm_rx_msg(skb)->next),
+					keys[i]);
+			mixed += !kcm_rx_msg(skb)->next &&
+				 kcm_rx_msg(skb)->keys_off;
+		}
+		KUNIT_EXPECT_NULL(test, kcm_kt_next(kt));
+		KUNIT_EXPECT_GT(test, mixed, 0);
+		RCU_INIT_POINTER(kt->mux->steer.fn, NULL);
+		kcm_kt_teardown(kt);
+	}
+}
+
 static struct kunit_case kcm_strp_test_cases[] = {
 	KUNIT_CASE(kcm_kt_every_split),
 	KUNIT_CASE(kcm_kt_bytewise_and_coalesced),
@@ -886,6 +972,7 @@ static struct kunit_case kcm_strp_test_cases[] = {
 	KUNIT_CASE(kcm_kt_packs_and_buffer_reuse),
 	KUNIT_CASE(kcm_kt_spares_reused),
 	KUNIT_CASE(kcm_kt_lenfield),
+	KUNIT_CASE(kcm_kt_keys),
 	{}
 };
 

@@ -203,10 +203,25 @@ static void __kcm_ext_mux(struct seq_file *seq, struct kcm_mux *mux)
 		   skb_queue_len(&mux->rx_hold));
 	seq_printf(seq, " rx_msgs=%llu rx_bytes=%llu tx_msgs=%llu tx_bytes=%llu",
 		   tot.rx_msgs, tot.rx_bytes, tot.tx_msgs, tot.tx_bytes);
-	seq_printf(seq, " tx_retries=%llu attach=%llu unattach=%llu unattach_rsvd=%llu rx_ready_drops=%llu tx_dropped=%llu tx_too_big=%llu rx_mem_short=%llu\n",
+	seq_printf(seq, " tx_retries=%llu attach=%llu unattach=%llu unattach_rsvd=%llu rx_ready_drops=%llu tx_dropped=%llu tx_too_big=%llu rx_mem_short=%llu",
 		   m->tx_retries, m->attach, m->unattach, m->unattach_rsvd,
 		   m->rx_ready_drops, m->tx_dropped, m->tx_too_big,
 		   m->rx_mem_short);
+	seq_printf(seq, " steer=%s steered=%llu steer_nokey=%llu steer_moved=%llu steer_remaps=%llu\n",
+		   kcm_steer_kind(mux), m->steered, m->steer_nokey,
+		   m->steer_moved, m->steer_remaps);
+}
+
+/* Context: the mux lock is held.  Messages held for @kcm (steering). */
+static unsigned int __kcm_ext_steer_held(struct kcm_sock *kcm)
+{
+	unsigned int n = 0;
+	struct sk_buff *skb;
+
+	lockdep_assert_held(&kcm->mux->lock);
+	skb_queue_walk(&kcm->steer.hold, skb)
+		n += kcm_rx_left(skb);
+	return n;
 }
 
 /*
@@ -246,9 +261,11 @@ static void __kcm_ext_sock(struct seq_file *seq, struct kcm_sock *kcm)
 		seq_printf(seq, " psock=%u", kcm->tx_psock->index);
 	else
 		seq_puts(seq, " psock=-");
-	seq_printf(seq, " rx_ready=%d rx_disabled=%d tx_waiting=%d mem_short=%d\n",
+	seq_printf(seq, " rx_ready=%d rx_disabled=%d tx_waiting=%d mem_short=%d",
 		   kcm->rx_ready, READ_ONCE(kcm->rx_disabled),
 		   kcm->tx_waiting, kcm->rx_mem_short);
+	seq_printf(seq, " steer_slots=%u steer_held=%u\n", kcm->steer.slots,
+		   __kcm_ext_steer_held(kcm));
 }
 
 /* "local=ADDR:PORT remote=ADDR:PORT", IPv6 addresses in brackets. */
@@ -306,9 +323,15 @@ static void __kcm_ext_psock(struct seq_file *seq, struct kcm_psock *psock)
 		   READ_ONCE(psock->rx_stopped), READ_ONCE(psock->rx_paused),
 		   psock->tx_stopped, READ_ONCE(st->rx_in_place),
 		   READ_ONCE(st->ulp_stops));
-	seq_printf(seq, " mem_charged=%u mem_short=%d\n",
+	seq_printf(seq, " mem_charged=%u mem_short=%d",
 		   READ_ONCE(psock->strp.charged),
 		   READ_ONCE(psock->strp.mem_short));
+	if (!READ_ONCE(psock->rx_paused))
+		seq_puts(seq, " rx_wait=-\n");
+	else if (psock->rx_wait < 0)
+		seq_puts(seq, " rx_wait=any\n");
+	else
+		seq_printf(seq, " rx_wait=%d\n", psock->rx_wait);
 }
 
 /* Context: seq_file show, the namespace lock is held; takes the mux lock. */

@@ -9,9 +9,9 @@
  * This file: the family, socket ops and module.  The mux life cycle and
  * namespaces (kcm_mux.c), attach/unattach (kcm_psock.c), the message
  * parsers (kcm_parser.c), framing (kcm_strp.c), delivery and reading
- * (kcm_rx.c), the transmit path (kcm_tx.c), per-connection addressing
- * (kcm_conn.c), kernel TLS beneath psocks (kcm_tls.c) and /proc
- * (kcmproc.c) have files of their own.
+ * (kcm_rx.c), steering by key (kcm_steer.c), the transmit path
+ * (kcm_tx.c), per-connection addressing (kcm_conn.c), kernel TLS beneath
+ * psocks (kcm_tls.c) and /proc (kcmproc.c) have files of their own.
  *
  * Objects
  * -------
@@ -30,6 +30,12 @@
  * struct kcm_psock is an attached TCP socket: its data_ready, write_space
  * and state_change callbacks and its sk_user_data are the psock's while it
  * is attached.
+ *
+ * struct kcm_steer (in the mux; kcm_steer.c) steers messages to KCM
+ * sockets by a key: the key function, which framing reads under RCU, and
+ * the map of which socket owns which keys, under the mux lock; each KCM
+ * socket holds, in its struct kcm_steer_sock, the messages of its keys it
+ * could not take yet.
  *
  * References
  * ----------
@@ -146,6 +152,7 @@ static struct kcm_sock *kcm_sk_alloc(struct net *net, struct socket *sock,
 	sk->sk_protocol = KCMPROTO_CONNECTED;
 	sk->sk_destruct = kcm_mem_sock_destruct;
 	kcm_sock_tx_init(kcm_sk(sk));
+	kcm_steer_sock_init(kcm_sk(sk));
 	return kcm_sk(sk);
 }
 
@@ -397,7 +404,7 @@ static int kcm_compat_ioctl(struct socket *sock, unsigned int cmd,
 /*
  * Context: process context; takes lock_sock() for KCM_RECV_DISABLE.
  * KCM_RECV_CONN_ID and KCM_RECV_BATCH are only read by the socket's own
- * readers.
+ * readers; KCM_RECV_KEY is the mux's (kcm_steer.c).
  */
 static int kcm_setsockopt(struct socket *sock, int level, int optname,
 			  sockptr_t optval, unsigned int optlen)
@@ -407,6 +414,9 @@ static int kcm_setsockopt(struct socket *sock, int level, int optname,
 
 	if (level != SOL_KCM)
 		return -ENOPROTOOPT;
+
+	if (optname == KCM_RECV_KEY)
+		return kcm_steer_setsockopt(kcm, optval, optlen);
 
 	if (optname != KCM_RECV_DISABLE && optname != KCM_RECV_CONN_ID &&
 	    optname != KCM_RECV_BATCH)
@@ -444,6 +454,9 @@ static int kcm_getsockopt(struct socket *sock, int level, int optname,
 
 	if (level != SOL_KCM)
 		return -ENOPROTOOPT;
+
+	if (optname == KCM_RECV_KEY)
+		return kcm_steer_getsockopt(kcm, optval, optlen);
 
 	switch (optname) {
 	case KCM_RECV_DISABLE:

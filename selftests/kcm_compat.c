@@ -151,6 +151,8 @@ TEST(abi_32bit_layout)
 	ASSERT_EQ(offsetof(struct kcm_attach_ext, lenfield), 8);
 	ASSERT_EQ(sizeof(struct kcm_lenfield), 24);
 	ASSERT_EQ(sizeof(struct kcm_attach_ext), 32);
+	ASSERT_EQ(offsetof(struct kcm_recv_key, fprog), 8);
+	ASSERT_EQ(sizeof(struct kcm_recv_key), 24);
 	ASSERT_EQ(sizeof(struct kcm_attach), 8);
 	ASSERT_EQ(sizeof(struct kcm_unattach), 4);
 	ASSERT_EQ(sizeof(struct kcm_clone), 4);
@@ -193,6 +195,65 @@ TEST_DIFFERS(cbpf_from_high_address, NO_COMPAT)
 	check_framing(peer, kcm, 200);
 	ASSERT_OK(kcm_u_unattach(kcm, local));
 	ASSERT_ERRNO(kcm_u_unattach(kcm, local), ENOENT);
+}
+
+/*
+ * KCM_RECV_KEY with a classic key function: its struct kcm_recv_key in
+ * the last bytes before an inaccessible page, its program above 2 GiB.
+ * The key is bit 0 of each message's number: every message of a key at
+ * one of two sockets.
+ */
+TEST_DIFFERS(recv_key_cbpf_from_high_address,
+	     "KCM_RECV_KEY fails with ENOPROTOOPT")
+{
+	static const struct sock_filter odd[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, KCM_U_HDR),
+		BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 1),
+		BPF_STMT(BPF_RET | BPF_A, 0),
+	};
+	char *page = must_high_page(), buf[256];
+	struct sock_filter *f = (void *)page;
+	int peer, local, kcm[2], owner[2] = { -1, -1 }, i, w, got = 0;
+	struct kcm_recv_key *k, back;
+	socklen_t len = sizeof(back);
+	long seq;
+
+	kcm_enter_netns();
+	memcpy(f, odd, sizeof(odd));
+	k = (void *)(page + PAGE - sizeof(*k));
+	memset(k, 0xff, sizeof(*k));
+	k->key_type = KCM_BPF_TYPE_PROG;
+	k->reserved = 0;
+	k->fprog.len = ARRAY_SIZE(odd);
+	k->fprog.filter = f;
+	kcm[0] = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+	kcm[1] = kcm_u_clone(kcm[0]);
+	ASSERT_GE(kcm[1], 0);
+	ASSERT_OK(setsockopt(kcm[1], SOL_KCM, KCM_RECV_KEY, k, sizeof(*k)));
+	ASSERT_OK(getsockopt(kcm[0], SOL_KCM, KCM_RECV_KEY, &back, &len));
+	ASSERT_EQ(back.key_type, KCM_BPF_TYPE_PROG);
+	/* A program in the inaccessible page cannot be read. */
+	k->fprog.filter = (void *)(page + PAGE);
+	ASSERT_ERRNO(setsockopt(kcm[1], SOL_KCM, KCM_RECV_KEY, k, sizeof(*k)),
+		     EFAULT);
+
+	ASSERT_OK(kcm_send_msgs(peer, 0, 20, 40));
+	for (i = 0; i < 2000 && got < 20; i++) {
+		for (w = 0; w < 2; w++) {
+			ssize_t n = recv(kcm[w], buf, sizeof(buf), MSG_DONTWAIT);
+
+			if (n < 0)
+				continue;
+			seq = kcm_u_msg_check(buf, n);
+			ASSERT_TRUE(seq >= 0 && seq < 20);
+			if (owner[seq & 1] < 0)
+				owner[seq & 1] = w;
+			ASSERT_EQ(owner[seq & 1], w);
+			got++;
+		}
+		usleep(1000);
+	}
+	ASSERT_EQ(got, 20);
 }
 
 /* Bad input gets the errors the 64-bit tests get (kcm_ext). */

@@ -6,6 +6,8 @@
 # against what it sent; exit status 0) and by the summary line it prints.
 #   prefork_server   4 workers share one mux by clones; 3 connections
 #   failover_client  one of two connections is reset halfway
+#   sharded_server   4 worker processes own shards of accounts; KCM steers
+#                    each request to its account's worker (KCM_RECV_KEY)
 #   uring_server     one thread serves the mux through io_uring: 16
 #                    receives in flight, a send per request, then a cancel
 #   bpf_parser       the parser from clang, loaded by libbpf; then the
@@ -91,13 +93,16 @@ demo_ok() {
 }
 
 echo "TAP version 13"
-echo "1..8"
+echo "1..9"
 run "prefork_server: 4 workers receive all 300 requests over 3 connections" \
 	"server: 4 workers received 300 of 300 requests" "$SEGMENT" \
 	./prefork_server -w 4 -c 3 -n 300
 run "prefork_server: 8 workers, 1 connection, 1000 requests" \
 	"server: 8 workers received 1000 of 1000 requests" "$SEGMENT" \
 	./prefork_server -w 8 -c 1 -n 1000
+run "sharded_server: 4 workers own 64 accounts, 4000 requests over 8 connections steered by account" \
+	"server: 4 workers served 4000 of 4000 requests for 64 of 64 accounts, each account at one worker, 0 bad" \
+	"KCM_RECV_KEY fails with ENOPROTOOPT" ./sharded_server -w 4 -c 8 -n 4000 -a 64
 run "uring_server: io_uring receives 1000 whole requests over 3 connections" \
 	"server: io_uring received 1000 of 1000 requests, 210700 of 210700 bytes, 1000 replies, 0 bad, 15 receives cancelled" \
 	"$SEGMENT" ./uring_server -q 16 -c 3 -n 1000

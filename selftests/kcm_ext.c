@@ -9,9 +9,7 @@
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
-#include <grp.h>
 #include <limits.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 
 #include "kcm_data.h"
@@ -249,36 +247,14 @@ TEST_DIFFERS(cbpf_error_result, NO_EXT)
 	ASSERT_EQ(kcm_wait_so_error(local, 5000), EBADMSG);
 }
 
-/* Writes 1 to kernel.unprivileged_bpf_disabled (it cannot be undone). */
-static void disable_unprivileged_bpf(void)
-{
-	FILE *f = fopen("/proc/sys/kernel/unprivileged_bpf_disabled", "w");
-
-	ASSERT_TRUE(f);
-	ASSERT_TRUE(fputs("1", f) >= 0);
-	ASSERT_EQ(fclose(f), 0);
-}
-
-/* Become nobody with no capabilities left at all. */
-static void drop_privileges(void)
-{
-	ASSERT_OK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0));
-	ASSERT_OK(setgroups(0, NULL));
-	ASSERT_OK(setgid(65534));
-	ASSERT_OK(setuid(65534));
-	ASSERT_EQ(geteuid(), 65534);
-	/* setuid() from root to another user clears every capability set. */
-	ASSERT_ERRNO(setuid(0), EPERM);
-}
-
 TEST_DIFFERS(cbpf_unprivileged, NO_EXT)
 {
 	int peer, local, kcm, a;
 
 	kcm_enter_netns();
 	kcm_u_lo_up();
-	disable_unprivileged_bpf();
-	drop_privileges();
+	kcm_disable_unprivileged_bpf();
+	kcm_drop_privileges();
 
 	/* eBPF, the only parser upstream has, is out of reach now. */
 	ASSERT_ERRNO(kcm_u_parser_len4(), EPERM);

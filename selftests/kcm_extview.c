@@ -401,25 +401,10 @@ TEST_DIFFERS(ext_per_netns, "no /proc/net/kcm_ext: the extended view is ours")
 
 static char out[1 << 16];
 
-/*
- * The kcmstat to run: $KCMSTAT, or tools/kcmstat as make check stages it
- * (../kcmstat).  The kselftest copy of the suite in a kernel tree has no
- * tools/: there the kcmstat tests skip, saying so.
- */
-static const char *kcmstat_bin(void)
-{
-	const char *bin = getenv("KCMSTAT") ? getenv("KCMSTAT") : "../kcmstat";
-
-	if (access(bin, X_OK))
-		SKIP(return NULL, "no kcmstat at %s (tools/kcmstat: set KCMSTAT)",
-		     bin);
-	return bin;
-}
-
 /* Runs kcmstat with @args, its output to out[]; returns its exit status. */
 static int kcmstat(const char *args)
 {
-	return kcm_cmd(out, sizeof(out), "%s %s", kcmstat_bin(), args);
+	return kcm_cmd(out, sizeof(out), "%s %s", kcm_kcmstat_bin(), args);
 }
 
 /*
@@ -611,7 +596,7 @@ static long moved(const char *obj, const char *key)
  */
 TEST_DIFFERS(kcmstat_rates, "no /proc/net/kcm_ext: the extended view is ours")
 {
-	const char *bin = kcmstat_bin();
+	const char *bin = kcm_kcmstat_bin();
 	char cmd[256], obj[8192], msg[64];
 	struct mux2 m;
 	FILE *f;
@@ -809,7 +794,7 @@ static long table_moved(const char *report, const char *head, const char *row,
  */
 TEST_DIFFERS(kcmstat_rates_table, "no /proc/net/kcm_ext: the extended view is ours")
 {
-	const char *bin = kcmstat_bin();
+	const char *bin = kcm_kcmstat_bin();
 	char cmd[256], msg[64], *second;
 	int i, got, lines = -1;
 	size_t n = 0, len;

@@ -4,6 +4,7 @@
 #define KCM_LIB_H
 
 #include <fcntl.h>
+#include <grp.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -265,6 +267,25 @@ static inline int kcm_tls_carried(void)
 	return kcm_kernel_at_least(6, 6);
 }
 
+/* Writes 1 to kernel.unprivileged_bpf_disabled (it cannot be undone). */
+static inline void kcm_disable_unprivileged_bpf(void)
+{
+	ASSERT_OK(kcm_write_str("/proc/sys/kernel/unprivileged_bpf_disabled",
+				"1"));
+}
+
+/* Become nobody with no capabilities left at all. */
+static inline void kcm_drop_privileges(void)
+{
+	ASSERT_OK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0));
+	ASSERT_OK(setgroups(0, NULL));
+	ASSERT_OK(setgid(65534));
+	ASSERT_OK(setuid(65534));
+	ASSERT_EQ(geteuid(), 65534);
+	/* setuid() from root to another user clears every capability set. */
+	ASSERT_ERRNO(setuid(0), EPERM);
+}
+
 /* Runs the rest of the test in a network namespace of its own. */
 static inline void kcm_enter_netns(void)
 {
@@ -344,6 +365,21 @@ kcm_cmd(char *out, size_t size, const char *fmt, ...)
 	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
 		return -1;
 	return WEXITSTATUS(status);
+}
+
+/*
+ * The kcmstat to run: $KCMSTAT, or tools/kcmstat as make check stages it
+ * (../kcmstat).  The kselftest copy of the suite in a kernel tree has no
+ * tools/: there the kcmstat tests skip, saying so.
+ */
+static inline const char *kcm_kcmstat_bin(void)
+{
+	const char *bin = getenv("KCMSTAT") ? getenv("KCMSTAT") : "../kcmstat";
+
+	if (access(bin, X_OK))
+		SKIP(return NULL, "no kcmstat at %s (tools/kcmstat: set KCMSTAT)",
+		     bin);
+	return bin;
 }
 
 /* SKIP unless @tool in PATH is iproute2's (busybox has an ip and a tc). */

@@ -19,14 +19,12 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <grp.h>
 #include <linux/filter.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 
 #include "kcm_lib.h"
@@ -358,16 +356,6 @@ static int attach_cbpf(int kcm, int fd, int parser)
 	return ioctl(kcm, SIOCKCMATTACHEXT, &att);
 }
 
-/* Become nobody with no capabilities left at all. */
-static void drop_privileges(void)
-{
-	ASSERT_OK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0));
-	ASSERT_OK(setgroups(0, NULL));
-	ASSERT_OK(setgid(65534));
-	ASSERT_OK(setuid(65534));
-	ASSERT_ERRNO(setuid(0), EPERM);
-}
-
 /*
  * 'a': accepts the test's @c->n connections, on the listener of small TCP
  * buffers or the one of default buffers, and attaches each to a KCM
@@ -644,7 +632,7 @@ static void test_begin(struct test *t)
 		close(to_worker[1]);
 		close(from_worker[0]);
 		ASSERT_OK(cg_enter(&t->limited));
-		drop_privileges();
+		kcm_drop_privileges();
 		wk.from_test = to_worker[0];
 		wk.to_test = from_worker[1];
 		worker_run(&wk);

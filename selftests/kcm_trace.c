@@ -703,4 +703,78 @@ TEST_DIFFERS(trace_tx_pack, "no kcm trace events")
 	close(kcm);
 }
 
+/*
+ * Steering by key: setting the key function (the connection), three
+ * messages of the connection, all to the socket that owns its key (the
+ * steer event names it, then the delivery); a socket that joins and
+ * leaves moves the slots it takes; removing the function.
+ */
+TEST_DIFFERS(trace_steer, "no kcm trace events")
+{
+	static const char *const names[] = {
+		"kcm_steer_set",
+		"kcm_rx_framed", "kcm_rx_framed", "kcm_rx_framed",
+		"kcm_rx_steer", "kcm_rx_deliver",
+		"kcm_steer_member", "kcm_steer_member",
+		"kcm_steer_set",
+	};
+	struct kcm_recv_key key = { .key_type = KCM_KEY_CONN };
+	int kcm[2], peer, local, a, i, owner;
+	struct pollfd p[2];
+	const struct ev *e;
+	size_t len = 0;
+	char msg[512], kind[16];
+	long long mux;
+
+	kcm_enter_netns();
+	kcm[0] = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+	kcm[1] = kcm_u_clone(kcm[0]);
+	ASSERT_GE(kcm[1], 0);
+	for (i = 0; i < 2; i++)
+		p[i] = (struct pollfd){ .fd = kcm[i], .events = POLLIN };
+	mux = mux_id();
+	trace_start();
+	ASSERT_OK(setsockopt(kcm[1], SOL_KCM, KCM_RECV_KEY, &key,
+			     sizeof(key)));
+	for (i = 0; i < 3; i++)
+		len += kcm_u_msg_build(msg + len, 20 + i, i);
+	ASSERT_OK(kcm_u_write_all(peer, msg, len));
+	ASSERT_EQ(poll(p, 2, 5000), 1);
+	owner = p[0].revents & POLLIN ? 0 : 1;
+	for (i = 0; i < 3; i++)
+		ASSERT_EQ(kcm_recv_check(kcm[owner], rbuf, sizeof(rbuf)), i);
+	a = accept(kcm[0], NULL, NULL);
+	ASSERT_GE(a, 0);
+	close(a);
+	key.key_type = KCM_KEY_OFF;
+	ASSERT_OK(setsockopt(kcm[0], SOL_KCM, KCM_RECV_KEY, &key,
+			     sizeof(key)));
+	trace_stop();
+
+	expect_names(names, ARRAY_SIZE(names));
+	EXPECT_EQ(num(&evs[0], "mux"), mux);
+	EXPECT_TRUE(!strcmp(str(&evs[0], "key", kind, sizeof(kind)), "conn"));
+	e = nth("kcm_rx_steer", 0);
+	EXPECT_EQ(num(e, "mux"), mux);
+	EXPECT_EQ(num(e, "kcm"), owner);
+	EXPECT_EQ(num(e, "psock"), 0);
+	EXPECT_EQ(num(e, "msgs"), 3);
+	EXPECT_EQ(num(e, "bytes"), len);
+	EXPECT_EQ(num(e, "key"), 0);
+	EXPECT_EQ(num(e, "held"), 0);
+	EXPECT_EQ(num(nth("kcm_rx_deliver", 0), "kcm"), owner);
+	/* The third socket took slots from the two, and gave them back. */
+	e = nth("kcm_steer_member", 0);
+	EXPECT_EQ(num(e, "kcm"), 2);
+	EXPECT_EQ(num(e, "join"), 1);
+	EXPECT_GT(num(e, "moved"), 0);
+	EXPECT_EQ(num(e, "moved"), num(e, "slots"));
+	EXPECT_EQ(num(nth("kcm_steer_member", 1), "join"), 0);
+	EXPECT_EQ(num(nth("kcm_steer_member", 1), "moved"), num(e, "slots"));
+	EXPECT_EQ(num(nth("kcm_steer_member", 1), "slots"), 0);
+	EXPECT_TRUE(!strcmp(str(&evs[8], "key", kind, sizeof(kind)), "off"));
+	close(kcm[1]);
+	close(kcm[0]);
+}
+
 KCM_TEST_MAIN

@@ -732,6 +732,57 @@ TEST_DIFFERS(recv_batched_multishot_recvmsg, NO_BATCH)
  * longer than SO_SNDBUF completes with -EMSGSIZE, as does every piece
  * after it up to its end; the next message goes out whole.
  */
+/*
+ * Steering by key (KCM_RECV_KEY) with receives in flight on two sockets
+ * of a mux: the key of a message is its number & 3 (classic BPF); every
+ * message arrives once, and all those of a key at one socket.
+ */
+TEST_DIFFERS(recv_steered, "KCM_RECV_KEY fails with ENOPROTOOPT")
+{
+	struct sock_filter key2[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, KCM_U_HDR),
+		BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 3),
+		BPF_STMT(BPF_RET | BPF_A, 0),
+	};
+	struct kcm_recv_key k = { .key_type = KCM_BPF_TYPE_PROG };
+	int peer, local, kcm[2], owner[4] = { -1, -1, -1, -1 };
+	int i, res, got = 0, n = 32;
+	char seen[32] = { 0 };
+	struct io_uring ring;
+	long long d;
+	long seq;
+
+	kcm[0] = kcm_with_tcp(SOCK_DGRAM, &peer, &local);
+	kcm[1] = kcm_u_clone(kcm[0]);
+	ASSERT_GE(kcm[1], 0);
+	k.fprog.len = ARRAY_SIZE(key2);
+	k.fprog.filter = key2;
+	ASSERT_OK(setsockopt(kcm[1], SOL_KCM, KCM_RECV_KEY, &k, sizeof(k)));
+	uring_init(&ring);
+	for (i = 0; i < NMSG; i++)
+		uring_recv(&ring, kcm[i % 2], i);
+	ASSERT_EQ(io_uring_submit(&ring), NMSG);
+	ASSERT_OK(kcm_send_msgs(peer, 0, n, 100));
+	while (got < n) {
+		d = uring_reap(&ring, 5000, &res, NULL);
+		ASSERT_TRUE(d >= 0 && d < NMSG);
+		ASSERT_GT(res, 0);
+		seq = kcm_u_msg_check(rbufs[d], res);
+		ASSERT_TRUE(seq >= 0 && seq < n);
+		seen[seq]++;
+		if (owner[seq & 3] < 0)
+			owner[seq & 3] = d % 2;
+		ASSERT_EQ(owner[seq & 3], d % 2);
+		got++;
+		uring_recv(&ring, kcm[d % 2], d);
+		ASSERT_EQ(io_uring_submit(&ring), 1);
+	}
+	ASSERT_EQ(seen_all(seen, 0, n), n);
+	io_uring_queue_exit(&ring);
+	close(kcm[1]);
+	close(kcm[0]);
+}
+
 TEST_DIFFERS(send_too_big, "an open message grows without limit")
 {
 	int peer, local, kcm = kcm_with_tcp(SOCK_SEQPACKET, &peer, &local);

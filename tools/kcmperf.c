@@ -92,6 +92,7 @@ const struct perf_mode *const modes[MODE_COUNT] = {
 	[MODE_TX] = &mode_tx,
 	[MODE_RR] = &mode_rr,
 	[MODE_SCALE] = &mode_scale,
+	[MODE_STEER] = &mode_steer,
 };
 
 struct options opt = {
@@ -176,8 +177,9 @@ static void help(int status)
 	fprintf(status ? stderr : stdout,
 		"usage: kcmperf [options]\n"
 		"  -i, --impl kcm|user|raw  what frames the messages (kcm)\n"
-		"  -m, --mode rx|tx|rr|scale\n"
-		"            direction, request/response, or connections axis (rx)\n"
+		"  -m, --mode rx|tx|rr|scale|steer\n"
+		"            direction, request/response, connections axis, or rx\n"
+		"            of keyed messages, each key at one worker (rx)\n"
 		"  -P ebpf|cbpf|lenfield|distro|check\n"
 		"            kcm: the parser (ebpf; cbpf and lenfield need our\n"
 		"            module's SIOCKCMATTACHEXT; distro frames correctly\n"

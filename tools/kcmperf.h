@@ -7,7 +7,8 @@
  * the TCP stream senders and readers (raw TCP, and the far end of every
  * mode); kcmperf_user.c the user-space framer; kcmperf_report.c the
  * key=value line.  One file per mode: kcmperf_rx.c, kcmperf_tx.c,
- * kcmperf_rr.c, kcmperf_scale.c; kcmperf_uring.c the io_uring reader (-U).
+ * kcmperf_rr.c, kcmperf_scale.c, kcmperf_steer.c; kcmperf_uring.c the io_uring
+ * reader (-U).
  * Loopback TCP, the KCM ioctls, the length parser and the clock come
  * from tools/lib/kcm/kcm_util.h.
  */
@@ -46,7 +47,7 @@
 #define SCALE_TCP_BUF	(32 << 10)	/* scale: default -T */
 
 enum impl { IMPL_KCM, IMPL_USER, IMPL_RAW };
-enum mode { MODE_RX, MODE_TX, MODE_RR, MODE_SCALE, MODE_COUNT };
+enum mode { MODE_RX, MODE_TX, MODE_RR, MODE_SCALE, MODE_STEER, MODE_COUNT };
 enum parser { PARSER_EBPF, PARSER_CBPF, PARSER_LENFIELD, PARSER_DISTRO,
 	      PARSER_CHECK };
 
@@ -63,6 +64,7 @@ struct perf_mode {
 };
 
 extern const struct perf_mode mode_rx, mode_tx, mode_rr, mode_scale;
+extern const struct perf_mode mode_steer;
 extern const struct perf_mode *const modes[MODE_COUNT];
 
 struct options {
@@ -216,6 +218,12 @@ void kcm_answer(int fd, char *p);
 
 /* kcmperf_uring.c */
 void *kcm_uring_reader(void *arg);
+
+/* kcmperf_steer.c: -m steer, and the checks of the receiving workers */
+uint32_t steer_src(uint32_t src, unsigned int i);
+int steer_worker(const char *msg);
+long rx_check(struct checker *ck, const char *p, size_t n);
+struct checker *rx_checker(const char *fmt, int i);
 
 /* kcmperf_report.c */
 struct cpu {

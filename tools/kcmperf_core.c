@@ -248,7 +248,7 @@ char *msgs_build(uint32_t src, unsigned int n)
 	if (!buf)
 		die("out of memory");
 	for (i = 0; i < n; i++)
-		msg_fill(buf + i * opt.size, src, i);
+		msg_fill(buf + i * opt.size, steer_src(src, i), i);
 	return buf;
 }
 

@@ -41,7 +41,7 @@ static void *kcm_batch_reader(void *arg)
 	struct counter *c = &rxc[idx];
 	int fd = kfd[idx], nb = opt.kbatch;
 	size_t cap = (size_t)nb * (opt.size + RCV_SLACK), ctl_len;
-	struct checker *ck = checker_new(opt.conns, "kcm-%d", idx);
+	struct checker *ck = rx_checker("kcm-%d", idx);
 	unsigned long ok = 0, bad = 0;
 	const uint32_t *lens;
 	unsigned int n, i;
@@ -86,7 +86,7 @@ static void *kcm_batch_reader(void *arg)
 			continue;
 		}
 		for (i = 0, off = 0; i < n && off + lens[i] <= (size_t)s; i++) {
-			long r = msg_check(ck, buf + off, lens[i], 0);
+			long r = rx_check(ck, buf + off, lens[i]);
 
 			count(c, &ok, &bad, r);
 			if (r >= 0 && opt.mode == MODE_RR)
@@ -122,7 +122,7 @@ void *kcm_reader(void *arg)
 		return kcm_batch_reader(arg);
 	if (opt.uring)
 		return kcm_uring_reader(arg);
-	ck = checker_new(opt.conns, "kcm-%d", idx);
+	ck = rx_checker("kcm-%d", idx);
 	buf = malloc(nb * cap);
 	if (!buf)
 		die("out of memory");
@@ -158,7 +158,7 @@ void *kcm_reader(void *arg)
 			if (mm[i].msg_hdr.msg_flags & MSG_TRUNC)
 				show_bad(ck, p, mm[i].msg_len, "truncated");
 			else
-				s = msg_check(ck, p, mm[i].msg_len, 0);
+				s = rx_check(ck, p, mm[i].msg_len);
 			count(c, &ok, &bad, s);
 			if (s >= 0 && opt.mode == MODE_RR)
 				kcm_answer(fd, p);

@@ -142,6 +142,17 @@ static struct wq *wq_pick(void)
 	return NULL;
 }
 
+/* -m steer: the worker of @msg's key if it has room (kcmperf_steer.c). */
+static struct wq *wq_for(const char *msg)
+{
+	struct wq *q;
+
+	if (opt.mode != MODE_STEER)
+		return wq_pick();
+	q = &wqs[steer_worker(msg)];
+	return wq_room(q) ? q : NULL;
+}
+
 static void wq_publish(struct wq *q)
 {
 	if (atomic_load_explicit(&q->p.tail, memory_order_relaxed) == q->p.next)
@@ -167,8 +178,8 @@ static void io_publish(struct uconn *u)
 		wq_publish(&wqs[i]);
 }
 
-/* Every worker is full: stop reading until one makes room. */
-static struct wq *io_wait_room(struct uconn *u)
+/* The worker for @msg is full: stop reading until it makes room. */
+static struct wq *io_wait_room(struct uconn *u, const char *msg)
 {
 	struct wq *q;
 	int seq;
@@ -179,7 +190,7 @@ static struct wq *io_wait_room(struct uconn *u)
 			return NULL;
 		seq = atomic_load(&space_seq);
 		atomic_store(&io_waiting, 1);
-		q = wq_pick();
+		q = wq_for(msg);
 		if (!q)
 			futex_wait(&space_seq, seq, TICK_MS);
 		atomic_store(&io_waiting, 0);
@@ -216,9 +227,9 @@ static bool io_split(struct uconn *u)
 		}
 		if (u->end - u->start < mlen)
 			break;
-		q = wq_pick();
+		q = wq_for(u->c->data + u->start);
 		if (!q)
-			q = io_wait_room(u);
+			q = io_wait_room(u, u->c->data + u->start);
 		if (!q)
 			return false;
 		d = &q->ring[q->p.next++ & (RING_SLOTS - 1)];
@@ -336,7 +347,7 @@ static void *user_worker(void *arg)
 {
 	struct wq *q = arg;
 	struct counter *c = &rxc[q->idx];
-	struct checker *ck = checker_new(opt.conns, "worker-%d", q->idx);
+	struct checker *ck = rx_checker("worker-%d", q->idx);
 	unsigned int head = 0, tail;
 	unsigned long ok = 0, bad = 0, out = 0;
 	struct chunk *held = NULL;
@@ -357,7 +368,7 @@ static void *user_worker(void *arg)
 			tail = head + WORKER_BATCH;
 		for (; head != tail; head++) {
 			d = &q->ring[head & (RING_SLOTS - 1)];
-			s = msg_check(ck, d->c->data + d->off, d->len, 0);
+			s = rx_check(ck, d->c->data + d->off, d->len);
 			count(c, &ok, &bad, s);
 			if (s >= 0 && opt.mode == MODE_RR)
 				user_answer(d);

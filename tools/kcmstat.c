@@ -443,6 +443,19 @@ static void flags_of(const struct obj *o, const char *const *keys,
 		snprintf(out, size, "-");
 }
 
+/* Appends ",<name>-<value>" to the flags @out (replacing a lone "-"). */
+static void flags_add(char *out, size_t size, const char *name,
+		      const char *value)
+{
+	size_t n = strcmp(out, "-") ? strlen(out) : 0;
+
+	snprintf(out + n, size - n, "%s%s-%s", n ? "," : "", name, value);
+}
+
+/*
+ * The flags of a KCM socket; with steering by key, Keys-N (the key slots
+ * it owns) and Held-N (messages of its keys waiting for it).
+ */
 static void flags_kcm(const struct obj *o, char *out, size_t size)
 {
 	static const char *const keys[] = {
@@ -451,16 +464,27 @@ static void flags_kcm(const struct obj *o, char *out, size_t size)
 		"RxReady", "RxDisabled", "TxWait", "MemShort" };
 
 	flags_of(o, keys, names, out, size);
+	if (obj_num(o, "steer_slots"))
+		flags_add(out, size, "Keys", obj_str(o, "steer_slots"));
+	if (obj_num(o, "steer_held"))
+		flags_add(out, size, "Held", obj_str(o, "steer_held"));
 }
 
+/*
+ * The flags of a connection; Wait-K when it stopped reading because its
+ * messages wait for KCM socket K (Wait-any: for any socket).
+ */
 static void flags_psock(const struct obj *o, char *out, size_t size)
 {
 	static const char *const keys[] = {
 		"rx_stopped", "rx_paused", "tx_stopped", "mem_short", NULL };
 	static const char *const names[] = {
 		"RxStop", "RxPause", "TxStop", "MemShort" };
+	const char *wait = obj_get(o, "rx_wait");
 
 	flags_of(o, keys, names, out, size);
+	if (wait && strcmp(wait, "-"))
+		flags_add(out, size, "Wait", wait);
 }
 
 static void table_kcm(const struct obj *o, const struct snap *prev,
@@ -524,6 +548,7 @@ static void table_mux(const struct snap *s, const struct obj *m,
 		      const struct snap *prev, double secs)
 {
 	unsigned long long id = obj_num(m, "id");
+	const char *steer;
 	int i;
 
 	printf("mux %llu: %llu KCM sockets, %llu connections; ", id,
@@ -535,6 +560,11 @@ static void table_mux(const struct snap *s, const struct obj *m,
 	printf("retries %llu, dropped %llu, attach %llu, unattach %llu; mem %llu B",
 	       obj_num(m, "tx_retries"), obj_num(m, "tx_dropped"),
 	       obj_num(m, "attach"), obj_num(m, "unattach"), mux_mem(s, id));
+	steer = obj_get(m, "steer");
+	if (steer && strcmp(steer, "off"))
+		printf("; steer %s: steered %llu, no key %llu, moved %llu",
+		       steer, obj_num(m, "steered"),
+		       obj_num(m, "steer_nokey"), obj_num(m, "steer_moved"));
 	table_rates(m, prev, secs);
 	printf("\n  %-9s %-10s %-9s %10s %12s %10s %12s %6s %6s %9s %-5s", "KCM",
 	       "inode", "type", "rx-msgs", "rx-bytes", "tx-msgs", "tx-bytes",

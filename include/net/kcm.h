@@ -12,6 +12,7 @@
 #include <linux/rcupdate.h>
 #include <linux/spinlock.h>
 #include <linux/skbuff.h>
+#include <linux/sockptr.h>
 #include <linux/types.h>
 #include <linux/workqueue.h>
 #include <linux/xarray.h>
@@ -99,6 +100,13 @@ struct kcm_psock_stats {
  *	send buffer (EMSGSIZE)
  * @rx_mem_short: times a KCM socket could not be charged for a message
  *	and left the receive rotation for a while
+ * @steered: messages framed with a key while the mux had a key function
+ *	(KCM_RECV_KEY), handed to the socket that owns their key
+ * @steer_nokey: messages framed while it had one that gave no key (or
+ *	framed before it was set), balanced in turn
+ * @steer_moved: messages with a key that a leaving socket (closed or
+ *	KCM_RECV_DISABLE) gave back, handed to their key's next owner
+ * @steer_remaps: key slots that changed owner as sockets joined or left
  *
  * Under the mux lock; all u64.
  */
@@ -111,6 +119,10 @@ struct kcm_mux_stats {
 	u64 tx_dropped;
 	u64 tx_too_big;
 	u64 rx_mem_short;
+	u64 steered;
+	u64 steer_nokey;
+	u64 steer_moved;
+	u64 steer_remaps;
 };
 
 /* Adds every u64 counter of @src to @dst; @src may be written meanwhile. */
@@ -152,6 +164,30 @@ struct kcm_net {
 	struct kcm_psock_stats psock_stats;
 };
 
+/* Slots that keys hash to, each owned by one KCM socket (kcm_steer.c). */
+#define KCM_STEER_SLOTS		1024
+
+/**
+ * struct kcm_steer - steering of a mux's messages by key (kcm_steer.c)
+ * @fn: the key function (KCM_RECV_KEY), NULL for none; framing reads it
+ *	under RCU, the mux lock serialises its replacement, and the one
+ *	replaced is freed after a grace period
+ * @map: the owner of each of the KCM_STEER_SLOTS slots, NULL while @fn is
+ *	NULL; an entry is NULL only while no socket is a member
+ * @salt: what keys are hashed with, random per mux
+ * @members: KCM sockets that own slots (struct kcm_steer_sock.member)
+ * @frag: where the packs that __kcm_steer_sort() cuts are carved from
+ *
+ * All but @fn under the mux lock.
+ */
+struct kcm_steer {
+	struct kcm_steer_fn __rcu *fn;
+	struct kcm_sock **map;
+	u32 salt;
+	unsigned int members;
+	struct page_frag_cache frag;
+};
+
 /**
  * struct kcm_mux - a multiplexor: KCM sockets on one side, TCP on the other
  * @knet: namespace state; the mux is on @knet->muxes while it lives
@@ -184,6 +220,7 @@ struct kcm_net {
  * @stats: totals of the KCM sockets that have left the mux
  * @mstats: events of the mux
  * @psock_stats: totals of the psocks that have been unattached
+ * @steer: steering by key (kcm_steer.c)
  * @psock_mutex: serialises attach and unattach (process context)
  * @rcu: deferred free
  */
@@ -210,6 +247,7 @@ struct kcm_mux {
 	struct kcm_msg_stats stats;
 	struct kcm_mux_stats mstats;
 	struct kcm_psock_stats psock_stats;
+	struct kcm_steer steer;
 
 	struct mutex psock_mutex;	/* serialises attach and unattach */
 	struct rcu_head rcu;
@@ -218,14 +256,16 @@ struct kcm_mux {
 /**
  * struct kcm_parser - how a psock finds message lengths (kcm_parser.c)
  * @kind: 0 or KCM_BPF_TYPE_FD: an eBPF program; KCM_BPF_TYPE_PROG: a
- *	converted classic program; KCM_PARSER_LENFIELD: the fields below
+ *	converted classic program; KCM_PARSER_LENFIELD: the fields below.
+ *	A key function (kcm_steer.c) uses the same, with KCM_KEY_FIELD and
+ *	KCM_KEY_CONN for kinds of its own
  * @width: length field size in bytes
  * @le: the field is little endian
  * @offset: where the field starts in the message
  * @adjust: added to the field's value to give the message length
  * @max_len: longest message, 0 for no limit of the parser's own
  *
- * Fixed from attach to unattach.
+ * Fixed from attach to unattach (a key function's: for its life).
  */
 struct kcm_parser {
 	u8 kind;
@@ -234,6 +274,19 @@ struct kcm_parser {
 	u32 offset;
 	s32 adjust;
 	u32 max_len;
+};
+
+/**
+ * struct kcm_steer_fn - a key function of steering (KCM_RECV_KEY)
+ * @f: its kind (KCM_BPF_TYPE_FD, KCM_BPF_TYPE_PROG, KCM_KEY_FIELD or
+ *	KCM_KEY_CONN) and, for a field, where the field is
+ * @prog: the BPF program, NULL for the built-in kinds
+ *
+ * Never changed once published in struct kcm_steer.fn.
+ */
+struct kcm_steer_fn {
+	struct kcm_parser f;
+	struct bpf_prog *prog;
 };
 
 /* Most small messages one pack (one skb) carries. */
@@ -262,6 +315,7 @@ struct kcm_parser {
  * @pack_n: number of those messages
  * @pack_lens: their lengths; while messages are framed in place, the
  *	lengths of the pack being built there
+ * @pack_keys: the keys of the same messages (kcm_steer_key())
  * @buf_shared: packs may reference bytes of @buf's head, so they may not
  *	be overwritten: the buffer is replaced rather than compacted
  * @spares: framing buffers used before @buf, oldest first, each reused
@@ -300,6 +354,7 @@ struct kcm_strp {
 	unsigned int pack_off;
 	unsigned int pack_n;
 	u16 pack_lens[KCM_RX_PACK_MAX];
+	u32 pack_keys[KCM_RX_PACK_MAX];
 	bool buf_shared;
 	struct sk_buff_head spares;
 	unsigned int spares_low;
@@ -331,7 +386,12 @@ struct kcm_strp {
  * @rx_stopped: no more receiving: error or unattach (READ_ONCE)
  * @rx_paused: too much of our data held on the mux; written under
  *	@mux->lock, read locklessly by the framing code
- * @rx_held: bytes of our messages on @mux->rx_hold; under @mux->lock
+ * @rx_held: bytes of our messages held on the mux: on @mux->rx_hold or
+ *	on a KCM socket's steering hold; under @mux->lock
+ * @rx_wait: while @rx_paused, the index of the KCM socket the newest of
+ *	its held messages waits for (steering by key), or -1 when it waits
+ *	for any socket; set at each park, so it follows messages that move
+ *	to a new owner; under @mux->lock
  * @tx_kcm: the KCM socket the psock is reserved to; under @mux->lock
  * @tx_node: entry on @mux->tx_idle; under @mux->lock
  * @tx_direct: KCM sockets waiting for this psock in particular, to send a
@@ -370,6 +430,7 @@ struct kcm_psock {
 	bool rx_stopped;
 	bool rx_paused;
 	unsigned int rx_held;
+	int rx_wait;
 
 	struct kcm_sock *tx_kcm;
 	struct list_head tx_node;
@@ -417,17 +478,24 @@ static inline struct kcm_psock *kcm_psock_of(struct sock *csk)
  * @next: index of the current message of a pack
  * @pack: the skb is a pack: message lengths come from its array, even
  *	when @nmsgs was cut to keep only some of them
+ * @key: the steering key of its messages (KCM_NO_KEY: none), unless
+ *	@keys_off says they differ
+ * @keys_off: 0, or where the u32 array of the keys of a pack's messages
+ *	starts, from skb->head (see kcm_rx_key_at())
  *
  * Only the owner of the receive queue (lock_sock()) moves @offset, @pos
- * and @next on; the framing code sets them before the skb is queued.
+ * and @next on; the framing code sets them before the skb is queued, and
+ * the rest never changes.
  */
 struct kcm_rx_msg {
 	struct kcm_psock *psock;
 	unsigned int offset;
 	u32 conn_id;
 	u32 pos;
+	u32 key;
 	u16 nmsgs;
 	u16 next;
+	u16 keys_off;
 	bool pack;
 };
 
@@ -461,6 +529,24 @@ static inline unsigned int kcm_rx_cur_len(struct sk_buff *skb)
 	struct kcm_rx_msg *rxm = kcm_rx_msg(skb);
 
 	return kcm_rx_len_at(skb, rxm->next, rxm->pos);
+}
+
+/* The steering key of message @idx of a received skb. */
+static inline u32 kcm_rx_key_at(const struct sk_buff *skb, unsigned int idx)
+{
+	const struct kcm_rx_msg *rxm = (const struct kcm_rx_msg *)skb->cb;
+
+	if (!rxm->keys_off)
+		return rxm->key;
+	return ((const u32 *)(skb->head + rxm->keys_off))[idx];
+}
+
+/* Do the messages of a received skb carry steering keys? */
+static inline bool kcm_rx_keyed(const struct sk_buff *skb)
+{
+	const struct kcm_rx_msg *rxm = (const struct kcm_rx_msg *)skb->cb;
+
+	return rxm->keys_off || rxm->key != KCM_NO_KEY;
 }
 
 /* Messages of a received skb not read yet, the current one included. */
@@ -507,6 +593,39 @@ enum {
 	KCM_TX_ACTIVE,
 	KCM_TX_IDLE,
 	KCM_TX_TAKEN,
+};
+
+/**
+ * struct kcm_steer_part - messages of one owner cut out of received skbs
+ *	(__kcm_steer_sort()): scratch of the mux lock's holder
+ * @skbs: the packs made for them so far
+ * @n: messages still to be placed
+ * @bytes: their bytes
+ * @node: entry on the caller's list of owners with a part
+ */
+struct kcm_steer_part {
+	struct sk_buff_head skbs;
+	unsigned int n;
+	unsigned int bytes;
+	struct list_head node;
+};
+
+/**
+ * struct kcm_steer_sock - a KCM socket's side of steering by key
+ * @hold: messages of its keys that it could not take yet, in order; they
+ *	count as held by their psocks (kcm_psock.rx_held)
+ * @member: it takes part: it belongs to the mux and receives (no
+ *	KCM_RECV_DISABLE)
+ * @slots: slots of the mux's map it owns
+ * @part: scratch of __kcm_steer_sort()
+ *
+ * Under the mux lock.
+ */
+struct kcm_steer_sock {
+	struct sk_buff_head hold;
+	bool member;
+	unsigned int slots;
+	struct kcm_steer_part part;
 };
 
 /**
@@ -570,6 +689,7 @@ enum {
  * @tx_work: transmits in process context when TCP has room again, a psock
  *	becomes free, or a while after TCP ran short of memory
  * @stats: message counters of this socket
+ * @steer: steering by key (kcm_steer.c); under @mux->lock
  */
 struct kcm_sock {
 	struct sock sk;
@@ -604,6 +724,7 @@ struct kcm_sock {
 	unsigned int tx_queued;
 	struct delayed_work tx_work;
 	struct kcm_msg_stats stats;
+	struct kcm_steer_sock steer;
 };
 
 static inline struct kcm_sock *kcm_sk(const struct sock *sk)
@@ -657,6 +778,8 @@ void kcm_rx_deliver(struct kcm_psock *psock, struct sk_buff_head *msgs);
 void __kcm_rx_unhold(struct kcm_mux *mux, struct sk_buff *skb);
 void __kcm_mux_psock_gone(struct kcm_mux *mux, struct kcm_psock *psock);
 void __kcm_rx_join(struct kcm_sock *kcm);
+void __kcm_rx_enter(struct kcm_sock *kcm);
+void __kcm_rx_steer_changed(struct kcm_mux *mux);
 void __kcm_rx_remove(struct kcm_sock *kcm);
 void kcm_rx_sock_join(struct kcm_sock *kcm);
 void kcm_rx_sock_leave(struct kcm_sock *kcm);
@@ -677,6 +800,14 @@ int kcm_parser_get(const struct kcm_attach_ext *info,
 		   struct kcm_parser *parser, struct bpf_prog **prog);
 void kcm_parser_put(const struct kcm_parser *parser, struct bpf_prog *prog);
 int kcm_attach_ext_copy(struct kcm_attach_ext *info, const void __user *arg);
+void kcm_ext_fprog(struct sock_fprog *fprog);
+int kcm_bpf_get(int type, int bpf_fd, const struct sock_fprog *fprog,
+		struct bpf_prog **prog);
+void kcm_bpf_put(int type, struct bpf_prog *prog);
+int kcm_field_set(struct kcm_parser *f, u8 kind, u32 offset, u32 width,
+		  u32 byte_order);
+bool kcm_field_read(const struct kcm_parser *f, const struct sk_buff *skb,
+		    u64 *val);
 
 /**
  * kcm_parse_locked() - the length of the message at the start of @skb
@@ -695,6 +826,41 @@ static inline int kcm_parse_locked(struct kcm_psock *psock,
 	if (psock->parser.kind == KCM_PARSER_LENFIELD)
 		return kcm_parse_lenfield(psock, skb, count);
 	return (int)bpf_prog_run(psock->prog, skb);
+}
+
+/* kcm_steer.c: steering messages to KCM sockets by key (not in upstream) */
+u32 __kcm_steer_key(struct kcm_psock *psock, struct sk_buff *skb,
+		    unsigned int len);
+int kcm_steer_setsockopt(struct kcm_sock *kcm, sockptr_t optval,
+			 unsigned int optlen);
+int kcm_steer_getsockopt(struct kcm_sock *kcm, char __user *optval,
+			 int __user *optlen);
+void kcm_steer_sock_init(struct kcm_sock *kcm);
+bool __kcm_steer_join(struct kcm_sock *kcm);
+void __kcm_steer_leave(struct kcm_sock *kcm);
+struct kcm_sock *__kcm_steer_owner(struct kcm_mux *mux, u32 key);
+int __kcm_steer_sort(struct kcm_mux *mux, struct sk_buff *skb,
+		     struct list_head *owners, struct kcm_steer_part *rest);
+void kcm_steer_part_init(struct kcm_steer_part *part);
+const char *kcm_steer_kind(struct kcm_mux *mux);
+void kcm_steer_mux_free(struct kcm_mux *mux);
+
+/**
+ * kcm_steer_key() - the steering key of a whole message
+ * @psock: the psock that framed it
+ * @skb: the message at offset 0; bytes after it (skb->len past @len) are
+ *	hidden from the key function
+ * @len: the message's length
+ *
+ * Context: the TCP socket's lock held (framing).
+ * Return: the key, KCM_NO_KEY when the mux has no key function.
+ */
+static inline u32 kcm_steer_key(struct kcm_psock *psock, struct sk_buff *skb,
+				unsigned int len)
+{
+	if (likely(!rcu_access_pointer(psock->mux->steer.fn)))
+		return KCM_NO_KEY;
+	return __kcm_steer_key(psock, skb, len);
 }
 
 /* kcm_tls.c: attached sockets and kernel TLS */

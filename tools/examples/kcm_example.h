@@ -3,7 +3,8 @@
  * What the KCM examples share on top of kcm_util.h (tools/lib/kcm: the
  * message format, the length parser as raw BPF instructions, loopback TCP,
  * kernel TLS and the KCM ioctls): ending with a message, the
- * accept-and-attach step of a server, and the TCP client (kTLS with
+ * accept-and-attach step of a server, the pool of worker processes of
+ * prefork_server and sharded_server, and the TCP client (kTLS with
  * ex_ktls) that prefork_server, uring_server and tls_server serve.  Each
  * example is otherwise complete on its own.
  */
@@ -12,10 +13,12 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
 #include "kcm_util.h"
 
@@ -88,6 +91,82 @@ static inline void ex_accept_attach(int kcm, int lfd, int n)
 	}
 	close(prog);
 	close(lfd);
+}
+
+/* A KCM socket and @n - 1 clones of it, on one mux, into @kcm. */
+static inline void ex_kcm_socks(int *kcm, int n)
+{
+	int i;
+
+	kcm[0] = socket(AF_KCM, SOCK_DGRAM, KCMPROTO_CONNECTED);
+	if (kcm[0] < 0)
+		ex_die("socket(AF_KCM)");
+	for (i = 1; i < n; i++) {
+		kcm[i] = kcm_u_clone(kcm[0]);
+		if (kcm[i] < 0)
+			ex_die("SIOCKCMCLONE");
+	}
+}
+
+/*
+ * Forks a worker process per KCM socket of @kcm (@n, pids to @pids):
+ * worker i runs @run(i, kcm[i], fd) with only its own socket open, fd
+ * the write end of a pipe to report on.  From then on only the workers
+ * hold the sockets, so the last one out ends the mux.  Returns the read
+ * end of the pipe.
+ */
+static inline int ex_fork_workers(const int *kcm, int n, pid_t *pids,
+				  void (*run)(int id, int fd, int report_fd))
+{
+	int pipefd[2], i, j;
+
+	if (pipe(pipefd))
+		ex_die("pipe");
+	for (i = 0; i < n; i++) {
+		pids[i] = fork();
+		if (pids[i] < 0)
+			ex_die("fork");
+		if (pids[i] == 0) {
+			for (j = 0; j < n; j++)
+				if (j != i)
+					close(kcm[j]);
+			close(pipefd[0]);
+			run(i, kcm[i], pipefd[1]);
+			exit(0);
+		}
+	}
+	for (i = 0; i < n; i++)
+		close(kcm[i]);
+	close(pipefd[1]);
+	return pipefd[0];
+}
+
+/*
+ * The client ends when every worker has stopped and the mux has closed
+ * the connections; the workers' reports are in the pipe by then.  If it
+ * failed, the @n workers (@pids) may still wait for requests: they are
+ * stopped.  Returns 0 when the client succeeded.
+ */
+static inline int ex_wait_client(pid_t client, const pid_t *pids, int n)
+{
+	int status, i;
+
+	if (waitpid(client, &status, 0) == client && WIFEXITED(status) &&
+	    !WEXITSTATUS(status))
+		return 0;
+	printf("server: the client failed\n");
+	for (i = 0; i < n; i++)
+		kill(pids[i], SIGTERM);
+	return -1;
+}
+
+/* Reaps the @n workers @pids. */
+static inline void ex_reap(const pid_t *pids, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		waitpid(pids[i], NULL, 0);
 }
 
 /* The bytes of requests 0..@n-1, headers included. */

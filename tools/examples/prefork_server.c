@@ -20,9 +20,6 @@
  * -k: run that kcmstat while the mux is busy (make run shows it).
  * Exit status 0 when every check held.
  */
-#include <signal.h>
-#include <sys/wait.h>
-
 #include "kcm_example.h"
 
 #define MAX_WORKERS	64
@@ -127,21 +124,14 @@ static int collect(int report_fd)
 
 int main(int argc, char **argv)
 {
-	int kcm[MAX_WORKERS], pipefd[2], lfd, i, j, status, rc;
+	int kcm[MAX_WORKERS], report, lfd, i, rc;
 	struct sockaddr_in sin;
 	pid_t client, pids[MAX_WORKERS];
 
 	parse_args(argc, argv);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	alarm(60);	/* an example must never hang a test run */
-	kcm[0] = socket(AF_KCM, SOCK_DGRAM, KCMPROTO_CONNECTED);
-	if (kcm[0] < 0)
-		ex_die("socket(AF_KCM)");
-	for (i = 1; i < workers; i++) {
-		kcm[i] = kcm_u_clone(kcm[0]);
-		if (kcm[i] < 0)
-			ex_die("SIOCKCMCLONE");
-	}
+	ex_kcm_socks(kcm, workers);
 	lfd = ex_listen(&sin);
 	client = fork();
 	if (client == 0) {
@@ -155,39 +145,11 @@ int main(int argc, char **argv)
 	ex_accept_attach(kcm[0], lfd, conns);
 	printf("server: mux with %d KCM sockets and %d connections\n", workers, conns);
 
-	if (pipe(pipefd))
-		ex_die("pipe");
-	for (i = 0; i < workers; i++) {
-		pids[i] = fork();
-		if (pids[i] == 0) {
-			for (j = 0; j < workers; j++)
-				if (j != i)
-					close(kcm[j]);
-			close(pipefd[0]);
-			run_worker(i, kcm[i], pipefd[1]);
-		}
-	}
-	/* Only the workers hold the KCM sockets: the last one out ends the mux. */
-	for (i = 0; i < workers; i++)
-		close(kcm[i]);
-	close(pipefd[1]);
-
-	/*
-	 * The client ends when every worker has stopped and the mux has
-	 * closed the connections; the workers' reports are in the pipe by
-	 * then.  If it failed, workers may still wait for requests.
-	 */
-	if (waitpid(client, &status, 0) != client || !WIFEXITED(status) ||
-	    WEXITSTATUS(status)) {
-		printf("server: the client failed\n");
-		for (i = 0; i < workers; i++)
-			kill(pids[i], SIGTERM);
-		rc = -1;
-	} else {
-		rc = collect(pipefd[0]);
-	}
-	for (i = 0; i < workers; i++)
-		waitpid(pids[i], NULL, 0);
+	report = ex_fork_workers(kcm, workers, pids, run_worker);
+	rc = ex_wait_client(client, pids, workers);
+	if (!rc)
+		rc = collect(report);
+	ex_reap(pids, workers);
 	printf("prefork_server: %s\n", rc ? "FAIL" : "PASS");
 	return rc ? 1 : 0;
 }

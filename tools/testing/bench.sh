@@ -56,7 +56,12 @@
 # the decrypted stream through kTLS, the user-space framer and raw TCP
 # read the same kTLS sockets with read(); 6.6 and later only, where KCM
 # goes through kTLS; the distribution module does not frame it and does
-# not run).  Also known: tx-64.
+# not run); steer-64 and steer-512 (kcmperf -m steer: 4 connections, 4
+# workers, every message carrying one of 64 keys and every key's messages
+# checked to reach one worker in order: ours steering by key with
+# KCM_RECV_KEY and reading with KCM_RECV_BATCH 64, against the
+# user-space framer whose dispatcher hashes the key to a worker's queue;
+# neither the distribution module nor raw TCP runs).  Also known: tx-64.
 #
 # The distribution module runs with kcmperf's -P distro parser, which
 # reads the message offset that module keeps in skb->cb: the documented
@@ -173,7 +178,7 @@ install_ko() {
 	esac
 }
 
-default_cfgs="rx-64 rxm-64 rxb1-64 rxb-64 rxB-64 rxu-64 rx-512 rxb1-512 rxb-512 rxB-512 rx-16K rx-256K rr-64 tx-512 txb-64 txb-512 tls-512 tls-16K scale-rx scale-rxb scale-tx"
+default_cfgs="rx-64 rxm-64 rxb1-64 rxb-64 rxB-64 rxu-64 rx-512 rxb1-512 rxb-512 rxB-512 rx-16K rx-256K rr-64 tx-512 txb-64 txb-512 tls-512 tls-16K scale-rx scale-rxb scale-tx steer-64 steer-512"
 all_cfgs="$default_cfgs tx-64"
 cfgs=${only:-$default_cfgs}
 for c in $cfgs; do
@@ -273,6 +278,8 @@ run() {
 	case $cfg:$who in
 	# kTLS: the distribution module reads beneath it
 	tls-*:distro) return ;;
+	# steering by key: ours (an extension) and the user framer
+	steer-*:distro | steer-*:raw) return ;;
 	esac
 	case $who in
 	ours | ours-* | distro)
@@ -282,14 +289,14 @@ run() {
 		rxm-*) set -- "$@" -R 16 ;;
 		# rxu-*: KCM readers use io_uring, 64 receives in flight
 		rxu-*) set -- "$@" -U 64 ;;
-		rxb-* | rxb1-* | rxB-* | scale-rxb)
+		rxb-* | rxb1-* | rxB-* | scale-rxb | steer-*)
 			# batched receive: an extension, ours only (and
 			# another build of ours in the distro column)
 			[ "$who" = distro ] && [ "$distro_parser" = distro ] &&
 				return
 			# rxB: 256 KB reads, as large as the user framer's
 			case $cfg in
-			rxb-* | rxb1-* | scale-rxb) set -- "$@" -G 64 ;;
+			rxb-* | rxb1-* | scale-rxb | steer-*) set -- "$@" -G 64 ;;
 			*) set -- "$@" -G $((262144 / ${cfg#rxB-})) ;;
 			esac
 			;;
@@ -344,6 +351,7 @@ for cfg in $cfgs; do
 	rxB-*) args="-m rx -s ${cfg#rxB-} -c 2 -k 2" ;;
 	rxu-*) args="-m rx -s ${cfg#rxu-} -c 2 -k 2" ;;
 	rr-*) args="-m rr -s ${cfg#rr-} -c 1 -k 1" ;;
+	steer-*) args="-m steer -s ${cfg#steer-} -c 4 -k 4" ;;
 	tx-*) args="-m tx -s ${cfg#tx-} -c 2 -k 2" ;;
 	txb-*) args="-m tx -s ${cfg#txb-} -c 2 -k 2 -S 64" ;;
 	# scale-rxb: the direction of scale-rx, read in batches (run())
@@ -354,6 +362,7 @@ for cfg in $cfgs; do
 	tx-* | txb-*) tunes=default ;; # SO_RCVBUF of a KCM socket plays no part
 	tls-*) tunes=default ;;
 	scale-*) tunes=default ;;
+	steer-*) tunes=default ;;
 	esac
 	for tune in $tunes; do
 		tuning=

@@ -3,9 +3,10 @@
 #
 # make run: boot the VM with the module and show the main job end to end:
 # the demo program, then the examples of tools/examples (a pre-forked
-# worker server fed over three connections, a client that survives a
-# connection reset, the parser built by clang and loaded by libbpf), each
-# with kcmstat's view of its mux while it runs.
+# worker server fed over three connections, a sharded server whose
+# requests KCM steers by account, a client that survives a connection
+# reset, the parser built by clang and loaded by libbpf), each with
+# kcmstat's view of its mux while it runs.
 #
 #   run-demo.sh --module KO [--kver VER]
 set -euo pipefail
@@ -36,6 +37,9 @@ cd examples || exit 1
 echo
 echo "### prefork_server: 4 workers share one mux, 3 TCP connections feed it"
 ./prefork_server -w 4 -c 3 -n 300 -k ../kcmstat || exit 1
+echo
+echo "### sharded_server: 4 workers each own a shard of accounts; KCM steers by account"
+./sharded_server -w 4 -c 8 -n 4000 -a 64 -k ../kcmstat || exit 1
 echo
 echo "### failover_client: one of two connections is reset halfway"
 ./failover_client -n 200 -k ../kcmstat || exit 1

@@ -203,6 +203,79 @@ TRACE_EVENT(kcm_rx_hold,
 		      __entry->bytes, __entry->held, __entry->queued)
 );
 
+/*
+ * Messages with a key (steering) went to @kcm, which owns their key:
+ * onto its receive queue, or with @held onto its hold, to wait for it.
+ */
+TRACE_EVENT(kcm_rx_steer,
+	    TP_PROTO(const struct kcm_sock *kcm, struct sk_buff *skb,
+		     bool held),
+	    TP_ARGS(kcm, skb, held),
+	    TP_STRUCT__entry(__field(unsigned int, mux)
+			     __field(unsigned int, kcm)
+			     __field(unsigned int, psock)
+			     __field(unsigned int, msgs)
+			     __field(unsigned int, bytes)
+			     __field(u32, key)
+			     __field(bool, held)
+	    ),
+	    TP_fast_assign(__entry->mux = kcm->mux->id;
+			   __entry->kcm = kcm->index;
+			   __entry->psock = kcm_rx_msg(skb)->conn_id;
+			   __entry->msgs = kcm_rx_left(skb);
+			   __entry->bytes = kcm_trace_rx_bytes(skb);
+			   __entry->key = kcm_rx_key_at(skb,
+							kcm_rx_msg(skb)->next);
+			   __entry->held = held;
+	    ),
+	    TP_printk("mux=%u kcm=%u psock=%u msgs=%u bytes=%u key=%u held=%d",
+		      __entry->mux, __entry->kcm, __entry->psock, __entry->msgs,
+		      __entry->bytes, __entry->key, __entry->held)
+);
+
+/*
+ * A KCM socket joined (@join) or left the sockets that own keys; @moved
+ * key slots changed owner, and it owns @slots now.
+ */
+TRACE_EVENT(kcm_steer_member,
+	    TP_PROTO(const struct kcm_sock *kcm, bool join, unsigned int moved),
+	    TP_ARGS(kcm, join, moved),
+	    TP_STRUCT__entry(__field(unsigned int, mux)
+			     __field(unsigned int, kcm)
+			     __field(bool, join)
+			     __field(unsigned int, moved)
+			     __field(unsigned int, slots)
+	    ),
+	    TP_fast_assign(__entry->mux = kcm->mux->id;
+			   __entry->kcm = kcm->index;
+			   __entry->join = join;
+			   __entry->moved = moved;
+			   __entry->slots = kcm->steer.slots;
+	    ),
+	    TP_printk("mux=%u kcm=%u join=%d moved=%u slots=%u",
+		      __entry->mux, __entry->kcm, __entry->join,
+		      __entry->moved, __entry->slots)
+);
+
+/* The mux's key function (KCM_RECV_KEY) is now of @kind (0: none). */
+TRACE_EVENT(kcm_steer_set,
+	    TP_PROTO(const struct kcm_mux *mux, int kind),
+	    TP_ARGS(mux, kind),
+	    TP_STRUCT__entry(__field(unsigned int, mux)
+			     __field(int, kind)
+	    ),
+	    TP_fast_assign(__entry->mux = mux->id;
+			   __entry->kind = kind;
+	    ),
+	    TP_printk("mux=%u key=%s", __entry->mux,
+		      __print_symbolic(__entry->kind,
+				       { KCM_KEY_OFF, "off" },
+				       { KCM_BPF_TYPE_FD, "bpf" },
+				       { KCM_BPF_TYPE_PROG, "cbpf" },
+				       { KCM_KEY_FIELD, "field" },
+				       { KCM_KEY_CONN, "conn" }))
+);
+
 /* A psock stopped receiving: -@err is posted on its TCP socket. */
 TRACE_EVENT(kcm_rx_error,
 	    TP_PROTO(const struct kcm_psock *psock, int err),

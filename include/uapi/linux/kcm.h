@@ -137,4 +137,67 @@ struct kcm_attach_ext {
 /* Control message (level SOL_KCM, __u32[]): the lengths of a batch. */
 #define KCM_MSG_LENS		3
 
+/*
+ * Steering by key ("smart load balancing").  Socket option (level
+ * SOL_KCM, struct kcm_recv_key), set on any KCM socket of a mux and
+ * applying to the whole mux: a key function that gives every message
+ * framed from then on a 32-bit key.  While the set of receiving sockets
+ * (those without KCM_RECV_DISABLE) does not change, every message of one
+ * key goes to the same socket, in the order its connection carried it;
+ * a socket that leaves hands its keys, and the messages it had queued,
+ * to the sockets that own them next, and one that joins takes over only
+ * the keys it owns then.  KCM_NO_KEY is "no key": that message is
+ * balanced as without a key function.  getsockopt() returns the key_type
+ * in force (and the field of KCM_KEY_FIELD).
+ */
+#define KCM_RECV_KEY		4
+
+/* struct kcm_recv_key.key_type (1 and 2: KCM_BPF_TYPE_FD, _PROG) */
+#define KCM_KEY_OFF		0	/* remove the key function */
+#define KCM_KEY_FIELD		3	/* field: built in, no BPF */
+#define KCM_KEY_CONN		4	/* the connection: one connection, one socket */
+
+/* The key that means "no key". */
+#define KCM_NO_KEY		0xffffffffU
+
+/**
+ * struct kcm_keyfield - a key field in the message
+ * @offset: where the field starts, in bytes from the start of the message
+ * @width: its size in bytes: 1, 2, 4 or 8 (an 8-byte field's two halves
+ *	are XORed into 32 bits)
+ * @byte_order: KCM_LENFIELD_BE or KCM_LENFIELD_LE
+ * @reserved: must be 0
+ *
+ * A message too short to hold the field has no key.
+ */
+struct kcm_keyfield {
+	__u32 offset;
+	__u32 width;
+	__u32 byte_order;
+	__u32 reserved;
+};
+
+/**
+ * struct kcm_recv_key - value of the KCM_RECV_KEY socket option
+ * @key_type: KCM_KEY_OFF, KCM_BPF_TYPE_FD, KCM_BPF_TYPE_PROG,
+ *	KCM_KEY_FIELD or KCM_KEY_CONN
+ * @reserved: must be 0
+ * @bpf_fd: an eBPF BPF_PROG_TYPE_SOCKET_FILTER program, run on each whole
+ *	message (at offset 0, skb->len its length): its result is the key
+ * @fprog: a classic BPF program, as for SIOCKCMATTACHEXT (no privilege
+ *	needed); a load past the message's end ends it with key 0
+ * @field: the built-in key field
+ *
+ * With KCM_KEY_OFF and KCM_KEY_CONN the union is all 0.
+ */
+struct kcm_recv_key {
+	int key_type;
+	int reserved;
+	union {
+		int bpf_fd;
+		struct sock_fprog fprog;
+		struct kcm_keyfield field;
+	};
+};
+
 #endif /* _UAPI_LINUX_KCM_H */
