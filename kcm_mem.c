@@ -128,6 +128,27 @@ long kcm_mem_pages(void)
 
 /* ---- charges -------------------------------------------------------- */
 
+/* A hard limit under this many pages is held exactly (kcm_mem_pool_over()). */
+#define KCM_MEM_EXACT_MAX	((256UL << 20) >> PAGE_SHIFT)
+
+/*
+ * Is KCM's pool over net.kcm.mem's hard limit, @sk being a KCM socket?
+ * The kernel compares the limit with what the CPUs gave back to the pool
+ * only, each keeping up to a megabyte or more of it: a limit of a few
+ * megabytes would not hold.  Under KCM_MEM_EXACT_MAX the whole is counted.
+ *
+ * Context: any.
+ */
+static bool kcm_mem_pool_over(const struct sock *sk)
+{
+	long max = READ_ONCE(kcm_mem_limits[2]);
+
+	if (sk->sk_prot->memory_allocated != &kcm_memory_allocated ||
+	    max >= KCM_MEM_EXACT_MAX)
+		return false;
+	return kcm_mem_pages() > max;
+}
+
 /*
  * KCM's ceiling in a memory cgroup: its limit less a reserve, the last
  * eighth of it but at most 2 MB, that KCM leaves to the rest: TCP's own
@@ -166,7 +187,8 @@ static long kcm_memcg_over(const struct sock *sk, long pages)
  * Charge @size bytes of @kind (SK_MEM_RECV, SK_MEM_SEND) to @sk's
  * forward allocation: the protocol's pool or the TCP socket's, and the
  * socket's memory cgroup.  Nothing is kept when a cgroup ends up over
- * KCM's ceiling (kcm_memcg_over()).
+ * KCM's ceiling (kcm_memcg_over()), or KCM's pool over a small limit
+ * (kcm_mem_pool_over()).
  *
  * Context: bottom halves disabled (the charge neither reclaims nor
  * OOM-kills: one over the limit is forced through, and looked at
@@ -180,7 +202,7 @@ static bool __kcm_mem_charge(struct sock *sk, int size, int kind)
 	if (size > before) {
 		if (!__sk_mem_schedule(sk, size, kind))
 			return false;
-		if (kcm_memcg_over(sk, 0) > 0) {
+		if (kcm_memcg_over(sk, 0) > 0 || kcm_mem_pool_over(sk)) {
 			__sk_mem_reclaim(sk, sk->sk_forward_alloc - before);
 			return false;
 		}
