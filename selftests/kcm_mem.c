@@ -61,31 +61,54 @@ struct cg {
 	char dir[256];
 };
 
-/* The guest's used memory, bytes: MemTotal - MemFree - Buffers - Cached. */
-static long mem_used(void)
+/*
+ * Pages free but held in the page allocator's per-CPU lists, bytes: the
+ * "count" of each CPU's pageset in /proc/zoneinfo.  MemFree leaves them
+ * out; freed messages' pages land there first.
+ */
+static long mem_pcp(void)
 {
-	long total = -1, free = -1, buffers = -1, cached = -1, v;
-	char line[160], key[64];
+	FILE *f = fopen("/proc/zoneinfo", "r");
+	long pages = 0, v;
+	char line[160];
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, " count: %ld", &v) == 1)
+			pages += v;
+	fclose(f);
+	return pages * sysconf(_SC_PAGESIZE);
+}
+
+/* The value of @key in /proc/meminfo, bytes; -1 if none. */
+static long meminfo(const char *key)
+{
+	char line[160], k[64];
 	FILE *f = fopen("/proc/meminfo", "r");
+	long v, ret = -1;
 
 	if (!f)
 		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%63[^:]: %ld", key, &v) != 2)
-			continue;
-		if (!strcmp(key, "MemTotal"))
-			total = v;
-		else if (!strcmp(key, "MemFree"))
-			free = v;
-		else if (!strcmp(key, "Buffers"))
-			buffers = v;
-		else if (!strcmp(key, "Cached"))
-			cached = v;
-	}
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%63[^:]: %ld", k, &v) == 2 && !strcmp(k, key))
+			ret = v * 1024;
 	fclose(f);
+	return ret;
+}
+
+/*
+ * The guest's used memory, bytes: MemTotal - MemFree - Buffers - Cached,
+ * less the free pages of the per-CPU lists.
+ */
+static long mem_used(void)
+{
+	long total = meminfo("MemTotal"), free = meminfo("MemFree");
+	long buffers = meminfo("Buffers"), cached = meminfo("Cached");
+
 	if (total < 0 || free < 0 || buffers < 0 || cached < 0)
 		return -1;
-	return (total - free - buffers - cached) * 1024;
+	return total - free - buffers - cached - mem_pcp();
 }
 
 /* The number in @cg's file @name, or the value of @key in it; -1 if none. */
@@ -546,6 +569,8 @@ struct mem_snap {
 	long used;		/* bytes the guest uses */
 	long limited, peers;	/* memory.current */
 	long sock;		/* the limited cgroup's memory.stat sock */
+	long slab;		/* the guest's slab caches */
+	long pcp;		/* the free pages of the per-CPU lists */
 };
 
 static void mem_snap(const struct test *t, struct mem_snap *s)
@@ -556,6 +581,8 @@ static void mem_snap(const struct test *t, struct mem_snap *s)
 	s->peers = cg_read(&t->peers, "memory.current", NULL);
 	s->sock = cg_read(&t->limited, "memory.stat", "sock");
 	s->used = mem_used();
+	s->slab = meminfo("Slab");
+	s->pcp = mem_pcp();
 	ASSERT_GE(s->used, 0);
 	ASSERT_GE(s->limited, 0);
 	ASSERT_GE(s->peers, 0);
@@ -598,6 +625,9 @@ static long mem_check(const char *what, const struct mem_snap *a,
 	EXPECT_LE(grew - limited - peers, UNCHARGED_MAX);
 	TH_LOG("  TCP holds %ld pages, KCM %lld", sockstat_tcp_mem(),
 	       ext_sum("mem", "pages"));
+	TH_LOG("  slab %+.1f MiB, free in per-CPU lists %+.1f MiB",
+	       (double)(b->slab - a->slab) / MIB,
+	       (double)(b->pcp - a->pcp) / MIB);
 	return limited;
 }
 
