@@ -66,7 +66,7 @@ TIMEOUT ?= 900
 # with PREEMPT_RT; 7.2: from linux-source-7.2 (trixie-backports)
 DEBUG_LINE ?= 6.1
 DEBUG := $(BUILD)/debug$(if $(filter-out 6.1,$(DEBUG_LINE)),-$(DEBUG_LINE))
-DEBUG_TIMEOUT ?= 1500
+DEBUG_TIMEOUT ?= 2700
 # KCM_TESTS='kcm_netem kcm_examples.sh': only these selftests (check,
 # check-debug)
 KCM_TESTS ?=
