@@ -82,7 +82,7 @@ static long mem_pcp(void)
 }
 
 /* The value of @key in /proc/meminfo, bytes; -1 if none. */
-static long meminfo(const char *key)
+static long mem_info(const char *key)
 {
 	char line[160], k[64];
 	FILE *f = fopen("/proc/meminfo", "r");
@@ -127,14 +127,14 @@ static bool kasan_kernel(void)
  */
 static long mem_used(void)
 {
-	long total = meminfo("MemTotal"), free = meminfo("MemFree");
-	long buffers = meminfo("Buffers"), cached = meminfo("Cached");
+	long total = mem_info("MemTotal"), free = mem_info("MemFree");
+	long buffers = mem_info("Buffers"), cached = mem_info("Cached");
 	long used;
 
 	if (total < 0 || free < 0 || buffers < 0 || cached < 0)
 		return -1;
 	used = total - free - buffers - cached - mem_pcp();
-	return kasan_kernel() ? used - meminfo("Slab") : used;
+	return kasan_kernel() ? used - mem_info("Slab") : used;
 }
 
 /* The number in @cg's file @name, or the value of @key in it; -1 if none. */
@@ -614,7 +614,7 @@ static void mem_snap(const struct test *t, struct mem_snap *s)
 	s->peers = cg_read(&t->peers, "memory.current", NULL);
 	s->sock = cg_read(&t->limited, "memory.stat", "sock");
 	s->used = mem_used();
-	s->slab = meminfo("Slab");
+	s->slab = mem_info("Slab");
 	s->pcp = mem_pcp();
 	ASSERT_GE(s->used, 0);
 	ASSERT_GE(s->limited, 0);
