@@ -338,8 +338,9 @@ TEST(fuzz_seeds)
 		run_fuzz(strtoull(env, NULL, 0));
 		return;
 	}
-	/* Each seed in a process (and namespace) of its own. */
+	/* Each seed in a process (and namespace) of its own, in the time of a test. */
 	for (i = 0; i < ARRAY_SIZE(seeds); i++) {
+		alarm(KCM_TEST_TIMEOUT);
 		pid = fork();
 		ASSERT_GE(pid, 0);
 		if (!pid) {
